@@ -1,0 +1,10 @@
+/* `moetune gen`: being built (see the open issues); reports that plainly. */
+#include <stdio.h>
+#include "cli/commands.h"
+int mt_cmd_gen(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "moetune gen: not built yet in this version\n");
+    return MT_EXIT_FAIL;
+}

@@ -1,0 +1,2 @@
+/* Stands in for a stage folder with no sources yet (see CMakeLists.txt). */
+typedef int mt_empty_stage_;

@@ -1,0 +1,2 @@
+/* Problem names and validation: being built (issue 2). */
+#include "moetune/problem.h"

@@ -1,0 +1,67 @@
+/*
+ * A kernel variant: one valid parameter point of a template family for one
+ * architecture. Produced by the generator (from Lua), stored by the database,
+ * launched by the runtime (which has no Lua): so the struct is plain C and
+ * lives in the common layer.
+ *
+ * The canonical name is the variant's identity everywhere: database key,
+ * compile-cache key part and kernel symbol (extern "C" __global__ NAME).
+ * It is "mtk_<family>" followed, for each parameter in the template's
+ * declared order, by "_" + abbrev + value (characters outside [A-Za-z0-9]
+ * in a value become 'x').
+ */
+#ifndef MOETUNE_VARIANT_H
+#define MOETUNE_VARIANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "moetune/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_VARIANT_MAX_PARAMS 32
+#define MT_VARIANT_NAME_MAX 256
+
+typedef struct mt_param {
+    char name[32];    /* "BLOCK_M" */
+    char value[48];   /* "64", "bf16" */
+} mt_param;
+
+typedef struct mt_variant {
+    char family[48];              /* "grouped_gemm" */
+    char name[MT_VARIANT_NAME_MAX];
+    char arch[16];                /* "sm_90a" */
+    int template_version;
+    int nparams;
+    mt_param params[MT_VARIANT_MAX_PARAMS];
+    int threads;                  /* threads per block */
+    int smem_bytes;               /* dynamic shared memory per block */
+} mt_variant;
+
+/* Value of a parameter as text, or NULL when the variant has no such one. */
+const char *mt_variant_get(const mt_variant *v, const char *name);
+/* Value as an integer; MT_ERR_NOT_FOUND if absent, MT_ERR_INVALID_ARG if
+ * not an integer. */
+mt_status mt_variant_get_int(const mt_variant *v, const char *name, int64_t *out);
+/* Integer value or `dflt` when absent or not an integer. */
+int64_t mt_variant_int(const mt_variant *v, const char *name, int64_t dflt);
+
+/* Add a parameter (keeps declaration order). MT_ERR_INVALID_ARG when a name
+ * or value is too long, repeated, or the table is full. */
+mt_status mt_variant_add(mt_variant *v, const char *name, const char *value);
+
+/* Compute v->name from family, params and their abbreviations (abbrevs[i]
+ * for params[i]; NULL means the empty abbreviation). */
+mt_status mt_variant_make_name(mt_variant *v, const char *const *abbrevs);
+
+/* Serialize to / parse from one line of text, as stored in the database:
+ * "family=F;arch=A;version=V;threads=T;smem=S;name=N;p.K1=V1;p.K2=V2..." */
+mt_status mt_variant_format(const mt_variant *v, char *out, size_t size);
+mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t msg_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/*
+ * Test helpers (see support.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/cuda_driver.h"
+#include "common/util.h"
+
+const char *mt_test_tmpdir(const char *tag)
+{
+    static char path[512];
+    const char *base = getenv("MT_TEST_TMP");
+    snprintf(path, sizeof path, "%s/tmp-%s-%ld", base && *base ? base : "/tmp", tag,
+             (long)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not clear %s\n", path);
+    if (mt_mkdirs(path, NULL, 0) != MT_OK) {
+        fprintf(stderr, "cannot create %s\n", path);
+        exit(1);
+    }
+    return path;
+}
+
+void mt_rng_seed(mt_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t mt_rng_next(mt_rng *r)
+{
+    uint64_t x = r->s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return r->s = x;
+}
+
+float mt_rng_uniform(mt_rng *r) { return (float)(mt_rng_next(r) >> 40) / (float)(1ull << 24); }
+
+float mt_rng_normal(mt_rng *r)
+{
+    float u1 = mt_rng_uniform(r), u2 = mt_rng_uniform(r);
+    if (u1 < 1e-7f)
+        u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+void mt_test_require_gpu(void)
+{
+    char msg[256];
+    mt_status st = mt_cuda_load(msg, sizeof msg);
+    if (st != MT_OK) {
+        printf("SKIPPED: this test needs a GPU: %s\n", msg);
+        fflush(stdout);
+        exit(MT_TEST_SKIP);
+    }
+}

@@ -1,0 +1,30 @@
+/*
+ * Helpers shared by the cmocka tests: temporary folders, random data, and
+ * the GPU gate that makes GPU tests report "skipped" (exit 77) with a reason.
+ */
+#ifndef MT_TESTS_SUPPORT_H
+#define MT_TESTS_SUPPORT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#define MT_TEST_SKIP 77
+
+/* A fresh empty folder under $MT_TEST_TMP (or /tmp); returns a static path. */
+const char *mt_test_tmpdir(const char *tag);
+
+/* Deterministic xorshift random numbers for tests. */
+typedef struct mt_rng { uint64_t s; } mt_rng;
+void mt_rng_seed(mt_rng *r, uint64_t seed);
+uint64_t mt_rng_next(mt_rng *r);
+float mt_rng_normal(mt_rng *r);     /* N(0, 1) */
+float mt_rng_uniform(mt_rng *r);    /* [0, 1) */
+
+/* For GPU tests: if no driver/GPU, print why and exit(77) so CTest says
+ * "skipped". Returns only when a GPU is present. */
+void mt_test_require_gpu(void);
+
+#endif
