@@ -98,6 +98,16 @@ mt_status mt_cuda_status(CUresult r)
     }
 }
 
+mt_status mt_cu_fail(CUresult r, const char *stmt, const char *file, int line, char *msg,
+                     size_t msg_size)
+{
+    char err[160];
+    mt_cuda_error_text(r, err, sizeof err);
+    const char *base = strrchr(file, '/');
+    return mt_errf(msg, msg_size, mt_cuda_status(r), "%s failed: %s (%s:%d)", stmt, err,
+                   base ? base + 1 : file, line);
+}
+
 mt_status mt_gpu_open(int ordinal, mt_gpu *gpu, char *msg, size_t msg_size)
 {
     memset(gpu, 0, sizeof *gpu);

@@ -92,6 +92,22 @@ const char *mt_cuda_error_text(CUresult r, char *buf, size_t size);
 /* Map a CUresult to a moetune status (faults -> MT_ERR_KERNEL_FAULT). */
 mt_status mt_cuda_status(CUresult r);
 
+/* Record a failed driver call (statement, file, line, error) into msg and
+ * return its status. Used through MT_CU_TRY. */
+mt_status mt_cu_fail(CUresult r, const char *stmt, const char *file, int line, char *msg,
+                     size_t msg_size);
+
+/* Run a driver call; on failure set `st`, describe it in (msg, msg_size) and
+ * jump to the function's `fail` label. */
+#define MT_CU_TRY(call, msg, msg_size)                                            \
+    do {                                                                          \
+        CUresult mt_r_ = (call);                                                  \
+        if (mt_r_ != CUDA_SUCCESS) {                                              \
+            st = mt_cu_fail(mt_r_, #call, __FILE__, __LINE__, (msg), (msg_size)); \
+            goto fail;                                                            \
+        }                                                                         \
+    } while (0)
+
 /* A device and its retained primary context, plus what it is. */
 typedef struct mt_gpu {
     CUdevice dev;

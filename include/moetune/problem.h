@@ -8,9 +8,11 @@
  *
  * Shapes (M tokens, E experts, topk, K hidden size, N intermediate size):
  *   hidden        [M, K]           element dtype (bf16/fp16)
- *   w1            [E, 2N, K]       rows 0..N-1 are the gate projection,
+ *   w1            [local_E, 2N, K] rows 0..N-1 are the gate projection,
  *                                  rows N..2N-1 the up projection
- *   w2            [E, K, N]
+ *   w2            [local_E, K, N]  (local_E == E without expert_map: the
+ *                                  weights hold this rank's experts only,
+ *                                  indexed by the local id expert_map gives)
  *   topk_ids      [M, topk]        int32 (int64 is refused: MT_ERR_DTYPE)
  *   topk_weights  [M, topk]        fp32
  *   expert_map    [E_global]       int32, global -> local expert id, -1 if the
@@ -181,8 +183,43 @@ mt_dtype mt_quant_weight_dtype(const mt_quant_config *q, mt_dtype elem);
 /* Is this quant mode a w8a8 mode (activations quantized too)? */
 int mt_quant_is_w8a8(mt_quant_mode q);
 
-/* Number of bytes of one expert's w1 (or w2 when second != 0) incl. scales. */
+/* Number of bytes of one expert's w1 (or w2 when second != 0) incl. its
+ * scales and zero points (activation scales not counted). Meaningful for a
+ * problem that validates. */
 int64_t mt_problem_weight_bytes(const mt_problem *p, int second);
+
+/*
+ * Validation rules beyond the ones implied above (mt_problem_validate checks
+ * them in this order and reports the first that fails):
+ *   M in [0, MT_MAX_TOKENS] (0 is a valid no-op); E in [1, MT_MAX_EXPERTS];
+ *   1 <= topk <= E; K and N >= 8, multiples of 8 (MT_ERR_ALIGNMENT) and at
+ *   most MT_MAX_DIM; dtype bf16/fp16; topk_ids_dtype int32 (MT_ERR_DTYPE);
+ *   activation, format, quant mode in range; group_size 32/64/128 dividing
+ *   K and N for w8a16/w4a16 (w2 is grouped along N) and 0 otherwise;
+ *   has_zero_point only for w8a16/w4a16; static_act_scale only for the
+ *   per-tensor modes; with has_expert_map 1 <= local_E <= E, otherwise
+ *   local_E == E; batched format: max_tokens in [1, MT_MAX_TOKENS].
+ * The caps keep every index below 2^31 in the kernels' int32 arithmetic
+ * for the per-expert matrices and the token dimension.
+ */
+#define MT_MAX_EXPERTS 1024
+#define MT_MAX_DIM 65536
+#define MT_MAX_TOKENS (1 << 20)
+
+/* Scale granularity of a quant mode. */
+typedef enum mt_quant_gran {
+    MT_GRAN_NONE = 0,   /* no quantization */
+    MT_GRAN_TENSOR,     /* one weight scale per expert, one act scale */
+    MT_GRAN_TOKEN,      /* per-channel weight scales, per-row act scales */
+    MT_GRAN_BLOCK,      /* 128x128 weight blocks, 1x128 act groups */
+    MT_GRAN_GROUP       /* weight-only, groups of group_size along the reduction */
+} mt_quant_gran;
+mt_quant_gran mt_quant_granularity(mt_quant_mode q);
+/* Is this a weight-only mode (w8a16, w4a16)? */
+int mt_quant_is_weight_only(mt_quant_mode q);
+/* The dtype activations are quantized to in a w8a8 mode (fp8e4m3 or int8);
+ * MT_DTYPE_COUNT_ for other modes. */
+mt_dtype mt_quant_act_dtype(mt_quant_mode q);
 
 #ifdef __cplusplus
 }
