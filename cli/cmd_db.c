@@ -1,10 +1,447 @@
-/* `moetune db`: being built (see the open issues); reports that plainly. */
+/*
+ * `moetune db`: show, export, import, merge, verify and prune tuned
+ * databases. Calls only the public db API (moetune/db.h).
+ */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli/commands.h"
+#include "common/util.h"
+#include "moetune/db.h"
+
+typedef struct db_sub {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+} db_sub;
+
+static int fail_db(mt_db *db)
+{
+    fprintf(stderr, "moetune db: %s\n", mt_db_errmsg(db));
+    mt_db_close(db);
+    return MT_EXIT_FAIL;
+}
+
+static int usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "moetune db: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nusage: %s\n", usage);
+    return MT_EXIT_USAGE;
+}
+
+/* Open or report; returns NULL after printing the reason. */
+static mt_db *open_or_report(const char *path, int flags)
+{
+    mt_db *db = NULL;
+    if (mt_db_open(path, flags, &db) != MT_OK) {
+        fail_db(db);
+        return NULL;
+    }
+    return db;
+}
+
+/* Options: "--name VALUE" pairs and flags; positional args collected. */
+typedef struct opts {
+    const char *pos[16];
+    int npos;
+    const char *sku, *E, *out, *vllm, *hash;
+    int images, vllm_flag, dry_run, history, help;
+} opts;
+
+/* vllm_value: "--vllm" takes a folder (export) rather than being a flag. */
+static int parse_opts(int argc, char **argv, const char *usage, const char *const *allowed,
+                      int vllm_value, opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            o->help = 1;
+            return 0;
+        }
+        if (a[0] != '-' || !strcmp(a, "-")) {
+            if (o->npos >= (int)MT_ARRAY_LEN(o->pos))
+                return usage_error(usage, "too many arguments%s", "");
+            o->pos[o->npos++] = a;
+            continue;
+        }
+        int ok = 0;
+        for (const char *const *p = allowed; *p; p++)
+            ok |= !strcmp(*p, a);
+        if (!ok)
+            return usage_error(usage, "unknown option '%s'", a);
+        const char **val = !strcmp(a, "--sku") ? &o->sku
+                         : !strcmp(a, "--E") ? &o->E
+                         : !strcmp(a, "-o") ? &o->out
+                         : !strcmp(a, "--template-hash") ? &o->hash
+                         : !strcmp(a, "--vllm") && vllm_value ? &o->vllm : NULL;
+        if (val) {
+            if (i + 1 >= argc)
+                return usage_error(usage, "option '%s' needs a value", a);
+            *val = argv[++i];
+        } else if (!strcmp(a, "--images"))
+            o->images = 1;
+        else if (!strcmp(a, "--vllm"))
+            o->vllm_flag = 1;
+        else if (!strcmp(a, "--dry-run"))
+            o->dry_run = 1;
+        else if (!strcmp(a, "--history"))
+            o->history = 1;
+    }
+    return 0;
+}
+
+/* ---- show ---- */
+
+typedef struct ref_list {
+    mt_db_vllm_config *v;
+    size_t n, cap;
+} ref_list;
+
+static int collect_ref(const mt_db_vllm_config *c, void *ctx)
+{
+    ref_list *r = ctx;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 32;
+        mt_db_vllm_config *v = realloc(r->v, cap * sizeof *v);
+        if (!v)
+            return 1;
+        r->v = v;
+        r->cap = cap;
+    }
+    r->v[r->n++] = *c;
+    return 0;
+}
+
+typedef struct show_ctx {
+    char last_group[600];
+    int64_t last_prov;
+    ref_list refs;
+    int rows;
+} show_ctx;
+
+static void short_name(const char *name, char *out, size_t size)
+{
+    if (!name) {
+        mt_strlcpy(out, "-", size);
+        return;
+    }
+    if (!strncmp(name, "mtk_", 4))
+        name += 4;
+    mt_strlcpy(out, name, size);
+    if (strlen(name) >= size && size > 3)
+        memcpy(out + size - 3, "..", 3);
+}
+
+static void print_prov(const mt_db_provenance *p)
+{
+    char when[32] = "?";
+    time_t t = (time_t)p->created;
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("  provenance #%lld: %s cc %s, %d SMs, mem clock %lld kHz, driver %s, CUDA %s, "
+           "NVRTC %s, moetune %s, templates %.12s, %s\n",
+           (long long)p->id, p->sku, p->cc, p->sm_count, (long long)p->mem_clock_khz,
+           p->driver_version, p->cuda_version, p->nvrtc_version, p->moetune_version,
+           p->template_hash, when);
+}
+
+static int show_row(const mt_db_entry *e, void *ctx)
+{
+    show_ctx *s = ctx;
+    char key[512], group[600];
+    mt_db_key_format(&e->key, key, sizeof key);
+    snprintf(group, sizeof group, "%s | %s", e->key.sku, key);
+    if (strcmp(group, s->last_group) != 0) {
+        printf("%s== %s\n", s->rows ? "\n" : "", group);
+        printf("  %6s %-8s %10s %8s %8s %9s  %-34s %-34s %s\n", "M", "backend", "time_us",
+               "x_dflt", "x_cublas", "rel_err", "gemm1", "gemm2", "vllm(BM/BN/BK/G/w/s)");
+        mt_strlcpy(s->last_group, group, sizeof s->last_group);
+        s->last_prov = -1;
+    }
+    if (e->prov.id != s->last_prov) {
+        print_prov(&e->prov);
+        s->last_prov = e->prov.id;
+    }
+    char g1[35], g2[35], xc[16] = "-", ref[48] = "-", dev[MT_DB_SKU_MAX], sel[64];
+    short_name(mt_db_pipeline_kernel(&e->pipeline, "gemm1"), g1, sizeof g1);
+    short_name(mt_db_pipeline_kernel(&e->pipeline, "gemm2"), g2, sizeof g2);
+    if (e->cublas_time_us > 0 && e->time_us > 0)
+        snprintf(xc, sizeof xc, "%.2f", e->cublas_time_us / e->time_us);
+    mt_db_vllm_device_name(e->key.sku, dev, sizeof dev);
+    mt_db_vllm_selector(&e->key, sel, sizeof sel);
+    for (size_t i = 0; i < s->refs.n; i++) {
+        const mt_db_vllm_config *r = &s->refs.v[i];
+        if (r->E == e->key.E && r->N == e->key.N && r->M == e->M && !strcmp(r->device, dev) &&
+            !strcmp(r->selector, sel))
+            snprintf(ref, sizeof ref, "%d/%d/%d/%d/%d/%d", r->block_m, r->block_n, r->block_k,
+                     r->group_m, r->num_warps, r->num_stages);
+    }
+    printf("  %6lld %-8s %10.2f %8.2f %8s %9.2e  %-34s %-34s %s\n", (long long)e->M,
+           e->pipeline.backend, e->time_us, e->time_us > 0 ? e->default_time_us / e->time_us : 0.0,
+           xc, e->rel_err, g1, g2, ref);
+    s->rows++;
+    return 0;
+}
+
+static const char *const show_usage = "moetune db show DB [--sku S] [--E N] [--history]";
+
+static int cmd_show(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--sku", "--E", "--history", NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, show_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nPrint the tuned entries, one table per SKU and problem key: M, "
+               "backend, time, speed-up over the untuned default and cuBLAS, error, kernels, the "
+               "vLLM reference config when one was imported, and the provenance.\n"
+               "--history prints every record offered instead of the winners.\n", show_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos != 1)
+        return usage_error(show_usage, "expected one database%s", "");
+    mt_db_filter f = {.sku = o.sku, .history = o.history};
+    if (o.E) {
+        char *end;
+        f.E = strtoll(o.E, &end, 10);
+        if (*end || f.E <= 0)
+            return usage_error(show_usage, "bad --E '%s'", o.E);
+    }
+    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    if (!db)
+        return MT_EXIT_FAIL;
+    show_ctx s = {.last_prov = -1};
+    mt_status st = mt_db_foreach_vllm_config(db, NULL, 0, 0, collect_ref, &s.refs);
+    if (!st)
+        st = mt_db_foreach_entry(db, &f, show_row, &s);
+    free(s.refs.v);
+    if (st)
+        return fail_db(db);
+    if (!s.rows)
+        printf("no entries%s%s\n", o.sku ? " for SKU " : "", o.sku ? o.sku : "");
+    mt_db_close(db);
+    return MT_EXIT_OK;
+}
+
+/* ---- export / import ---- */
+
+static const char *const export_usage = "moetune db export DB [-o FILE] [--images] [--vllm DIR]";
+
+static int cmd_export(int argc, char **argv)
+{
+    static const char *const allowed[] = {"-o", "--images", "--vllm", NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, export_usage, allowed, 1, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nWrite the database as moetune JSON to FILE (default: stdout); "
+               "--images includes the kernel images as base64. --vllm DIR instead writes vLLM's "
+               "per-device config files (E=..,N=..,device_name=...json) from the gemm1 kernels "
+               "of moetune-backend entries.\n", export_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos != 1)
+        return usage_error(export_usage, "expected one database%s", "");
+    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    if (!db)
+        return MT_EXIT_FAIL;
+    if (o.vllm) {
+        int files = 0;
+        if (mt_db_export_vllm(db, o.vllm, &files))
+            return fail_db(db);
+        fprintf(stderr, "wrote %d vLLM config file(s) to %s\n", files, o.vllm);
+    }
+    if (!o.vllm || o.out) {
+        int flags = MT_DB_JSON_PRETTY | (o.images ? MT_DB_JSON_IMAGES : 0);
+        if (mt_db_export_json(db, o.out ? o.out : "-", flags))
+            return fail_db(db);
+    }
+    mt_db_close(db);
+    return MT_EXIT_OK;
+}
+
+static const char *const import_usage = "moetune db import DB FILE... [--vllm]";
+
+static int cmd_import(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--vllm", NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, import_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nImport moetune JSON exports into DB (created if missing) with the "
+               "merge rules: per key and M the faster entry wins, both are kept in the history. "
+               "--vllm: the files are vLLM per-device configs, stored as reference records "
+               "that `db show` prints beside the tuned kernels.\n", import_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos < 2)
+        return usage_error(import_usage, "expected a database and at least one file%s", "");
+    mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
+    if (!db)
+        return MT_EXIT_FAIL;
+    for (int i = 1; i < o.npos; i++) {
+        if (o.vllm_flag) {
+            int n = 0;
+            if (mt_db_import_vllm(db, o.pos[i], &n))
+                return fail_db(db);
+            printf("%s: %d reference config(s)\n", o.pos[i], n);
+        } else {
+            mt_db_merge_stats s;
+            if (mt_db_import_json(db, o.pos[i], &s))
+                return fail_db(db);
+            printf("%s: entries %lld new, %lld replaced, %lld kept; kernels %lld new; "
+                   "history %lld; candidates %lld; references %lld\n", o.pos[i],
+                   (long long)s.entries_inserted, (long long)s.entries_replaced,
+                   (long long)s.entries_kept, (long long)s.kernels_added, (long long)s.history,
+                   (long long)s.candidates, (long long)s.references);
+        }
+    }
+    mt_db_close(db);
+    return MT_EXIT_OK;
+}
+
+/* ---- merge / verify / prune ---- */
+
+static const char *const merge_usage = "moetune db merge DST SRC...";
+
+static int cmd_merge(int argc, char **argv)
+{
+    static const char *const allowed[] = {NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, merge_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nMerge each SRC database into DST (created if missing), one "
+               "transaction per SRC: per SKU, key and M the faster entry wins and both records "
+               "stay in the history; kernels DST lacks are copied.\n", merge_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos < 2)
+        return usage_error(merge_usage, "expected a destination and at least one source%s", "");
+    mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
+    if (!db)
+        return MT_EXIT_FAIL;
+    for (int i = 1; i < o.npos; i++) {
+        mt_db_merge_stats s;
+        if (mt_db_merge(db, o.pos[i], &s))
+            return fail_db(db);
+        printf("%s: entries %lld new, %lld replaced, %lld kept; kernels %lld new, %lld present; "
+               "history %lld; candidates %lld; references %lld\n", o.pos[i],
+               (long long)s.entries_inserted, (long long)s.entries_replaced,
+               (long long)s.entries_kept, (long long)s.kernels_added, (long long)s.kernels_present,
+               (long long)s.history, (long long)s.candidates, (long long)s.references);
+    }
+    mt_db_close(db);
+    return MT_EXIT_OK;
+}
+
+static void print_problem(const char *problem, void *ctx)
+{
+    (void)ctx;
+    printf("problem: %s\n", problem);
+}
+
+static const char *const verify_usage = "moetune db verify DB";
+
+static int cmd_verify(int argc, char **argv)
+{
+    static const char *const allowed[] = {NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, verify_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nCheck SQLite integrity, the application id and schema version, "
+               "every kernel's source and image against their SHA-256, and that every entry's "
+               "kernels are present. Exit 0 when all is well, 1 otherwise.\n", verify_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos != 1)
+        return usage_error(verify_usage, "expected one database%s", "");
+    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    if (!db)
+        return MT_EXIT_FAIL;
+    int problems = 0;
+    mt_status st = mt_db_verify(db, print_problem, NULL, &problems);
+    if (st && !problems)
+        return fail_db(db);
+    printf("%s: %s (%d problem%s)\n", o.pos[0], problems ? "FAILED" : "ok", problems,
+           problems == 1 ? "" : "s");
+    mt_db_close(db);
+    return problems ? MT_EXIT_FAIL : MT_EXIT_OK;
+}
+
+static const char *const prune_usage =
+    "moetune db prune DB [--sku S] [--template-hash H] [--dry-run]";
+
+static int cmd_prune(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--sku", "--template-hash", "--dry-run", NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, prune_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nDelete the entries of SKU S and/or those measured with templates "
+               "whose hash is not H (both given: both must hold), with their history and "
+               "candidates; then drop kernels no entry uses and unreferenced provenance, and "
+               "VACUUM. Without filters only the unreferenced rows go. --dry-run counts only.\n",
+               prune_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos != 1)
+        return usage_error(prune_usage, "expected one database%s", "");
+    mt_db *db = open_or_report(o.pos[0], 0);
+    if (!db)
+        return MT_EXIT_FAIL;
+    mt_db_prune_stats s;
+    if (mt_db_prune(db, o.sku, o.hash, o.dry_run, &s))
+        return fail_db(db);
+    printf("%s%s: entries %lld, history %lld, candidates %lld, kernels %lld, provenance %lld\n",
+           o.dry_run ? "would delete from " : "deleted from ", o.pos[0], (long long)s.entries,
+           (long long)s.history, (long long)s.candidates, (long long)s.kernels,
+           (long long)s.provenance);
+    mt_db_close(db);
+    return MT_EXIT_OK;
+}
+
+static const db_sub subs[] = {
+    {"show", cmd_show, show_usage},       {"export", cmd_export, export_usage},
+    {"import", cmd_import, import_usage}, {"merge", cmd_merge, merge_usage},
+    {"verify", cmd_verify, verify_usage}, {"prune", cmd_prune, prune_usage},
+};
+
+static void db_usage(FILE *f)
+{
+    fprintf(f, "usage: moetune db <command> ...   (moetune db <command> --help)\n\n");
+    for (size_t i = 0; i < MT_ARRAY_LEN(subs); i++)
+        fprintf(f, "  %s\n", subs[i].usage);
+}
+
 int mt_cmd_db(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moetune db: not built yet in this version\n");
-    return MT_EXIT_FAIL;
+    if (argc < 2) {
+        db_usage(stderr);
+        return MT_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        db_usage(stdout);
+        return MT_EXIT_OK;
+    }
+    for (size_t i = 0; i < MT_ARRAY_LEN(subs); i++)
+        if (!strcmp(argv[1], subs[i].name))
+            return subs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "moetune db: unknown command '%s'\n", argv[1]);
+    db_usage(stderr);
+    return MT_EXIT_USAGE;
 }

@@ -1,0 +1,385 @@
+/*
+ * Whole-database operations: verify, prune and merge, plus the "merger"
+ * that both merge and JSON import feed records through, so that the two
+ * follow the same rules.
+ */
+#include "db/db_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- verify ---- */
+
+typedef struct verify_ctx {
+    mt_db *db;
+    void (*report)(const char *problem, void *ctx);
+    void *rctx;
+    int problems;
+    char first[1024];
+} verify_ctx;
+
+static void problem(verify_ctx *v, const char *text)
+{
+    if (v->problems++ == 0)
+        mt_strlcpy(v->first, text, sizeof v->first);
+    if (v->report)
+        v->report(text, v->rctx);
+}
+
+static int verify_kernel(const mt_db_kernel *k, void *ctx)
+{
+    verify_ctx *v = ctx;
+    if (mt_db__check_kernel(v->db, k))
+        problem(v, v->db->err);
+    return 0;
+}
+
+static mt_status verify_pragma_rows(verify_ctx *v, const char *sql, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(v->db, sql, &s);
+    if (st)
+        return st;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (t && strcmp(t, "ok") == 0)
+            continue;
+        char line[1024];
+        snprintf(line, sizeof line, "%s: %s: %s", v->db->path, what, t ? t : "(row)");
+        problem(v, line);
+    }
+    if (rc != SQLITE_DONE) {
+        char line[1024];
+        snprintf(line, sizeof line, "%s: %s failed: %s", v->db->path, what, sqlite3_errmsg(v->db->h));
+        problem(v, line);
+    }
+    sqlite3_finalize(s);
+    return MT_OK;
+}
+
+static mt_status verify_entries(verify_ctx *v)
+{
+    mt_db *db = v->db;
+    sqlite3_stmt *s = NULL, *k = NULL;
+    mt_status st = mt_db__prepare(db, "SELECT sku, M, pipeline FROM entry ORDER BY id", &s);
+    if (!st)
+        st = mt_db__prepare(db, "SELECT 1 FROM kernel WHERE name = ? AND arch = ?", &k);
+    if (st)
+        goto fail;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *sku = (const char *)sqlite3_column_text(s, 0);
+        long long M = sqlite3_column_int64(s, 1);
+        mt_db_pipeline p;
+        char msg[256], line[1024];
+        if (mt_db_pipeline_parse((const char *)sqlite3_column_text(s, 2), &p, msg, sizeof msg)) {
+            snprintf(line, sizeof line, "%s: entry %s M=%lld: bad pipeline: %s", db->path,
+                     sku ? sku : "?", M, msg);
+            problem(v, line);
+            continue;
+        }
+        for (int i = 0; i < p.nsteps; i++) {
+            if (strcmp(p.steps[i].kernel, MT_DB_LIBRARY_KERNEL) == 0)
+                continue;
+            sqlite3_reset(k);
+            mt_db__bind_text(k, 1, p.steps[i].kernel);
+            mt_db__bind_text(k, 2, p.arch);
+            int krc = sqlite3_step(k);
+            DB_CHECK(db, krc, "find kernel");
+            if (krc != SQLITE_ROW) {
+                snprintf(line, sizeof line, "%s: entry %s M=%lld: %s kernel %s (%s) is missing",
+                         db->path, sku ? sku : "?", M, p.steps[i].role, p.steps[i].kernel, p.arch);
+                problem(v, line);
+            }
+        }
+    }
+    DB_CHECK(db, rc, "list entries");
+fail:
+    sqlite3_finalize(s);
+    sqlite3_finalize(k);
+    return st;
+}
+
+mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx), void *ctx,
+                       int *problems)
+{
+    if (!db)
+        return MT_ERR_INVALID_ARG;
+    verify_ctx v = {.db = db, .report = report, .rctx = ctx};
+    mt_status st = verify_pragma_rows(&v, "PRAGMA integrity_check", "integrity check");
+    if (!st)
+        st = verify_pragma_rows(&v, "PRAGMA foreign_key_check", "foreign key check");
+    char line[256];
+    sqlite3_stmt *s = NULL;
+    if (!st && !(st = mt_db__prepare(db, "PRAGMA application_id", &s))) {
+        if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_int(s, 0) != MT_DB_APPLICATION_ID) {
+            snprintf(line, sizeof line, "%s: application_id is not moetune's", db->path);
+            problem(&v, line);
+        }
+        sqlite3_finalize(s);
+    }
+    if (!st && !(st = mt_db__prepare(db, "PRAGMA user_version", &s))) {
+        if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_int(s, 0) != MT_DB_SCHEMA_VERSION) {
+            snprintf(line, sizeof line, "%s: schema version is not %d", db->path,
+                     MT_DB_SCHEMA_VERSION);
+            problem(&v, line);
+        }
+        sqlite3_finalize(s);
+    }
+    if (!st && mt_db_foreach_kernel(db, 1, verify_kernel, &v))
+        problem(&v, db->err);   /* a row that cannot even be read */
+    if (!st && verify_entries(&v))
+        problem(&v, db->err);
+    if (problems)
+        *problems = v.problems;
+    if (st)
+        return st;
+    if (v.problems)
+        return mt_db__fail(db, MT_ERR_DB, "%d problem(s); first: %s", v.problems, v.first);
+    return MT_OK;
+}
+
+/* ---- prune ---- */
+
+typedef struct used_ctx {
+    mt_db *db;
+    sqlite3_stmt *ins;
+    mt_status st;
+} used_ctx;
+
+static int note_used(const mt_db_entry *e, void *ctx)
+{
+    used_ctx *u = ctx;
+    for (int i = 0; i < e->pipeline.nsteps; i++) {
+        sqlite3_reset(u->ins);
+        mt_db__bind_text(u->ins, 1, e->pipeline.steps[i].kernel);
+        mt_db__bind_text(u->ins, 2, e->pipeline.arch);
+        if (sqlite3_step(u->ins) != SQLITE_DONE) {
+            u->st = mt_db__sqlfail(u->db, "note used kernel", __FILE__, __LINE__);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static mt_status exec_count(mt_db *db, const char *sql, const char *sku, const char *hash,
+                            int64_t *count)
+{
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(db, sql, &s);
+    if (st)
+        return st;
+    if (sqlite3_bind_parameter_count(s) >= 1)
+        mt_db__bind_text(s, 1, sku);
+    if (sqlite3_bind_parameter_count(s) >= 2)
+        mt_db__bind_text(s, 2, hash);
+    DB_CHECK(db, sqlite3_step(s), "prune");
+    if (count)
+        *count += sqlite3_changes(db->h);
+fail:
+    sqlite3_finalize(s);
+    return st;
+}
+
+#define PRUNE_MATCH(alias)                                                                 \
+    "(?1 IS NOT NULL OR ?2 IS NOT NULL) AND (?1 IS NULL OR " alias ".sku = ?1) AND "         \
+    "(?2 IS NULL OR p.template_hash <> ?2)"
+
+mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
+                      mt_db_prune_stats *stats)
+{
+    mt_db_prune_stats local = {0};
+    mt_db_prune_stats *ps = stats ? stats : &local;
+    memset(ps, 0, sizeof *ps);
+    if (!db)
+        return MT_ERR_INVALID_ARG;
+    if (db->tx_depth)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "prune inside a transaction");
+    mt_status st = mt_db__begin(db);
+    if (st)
+        return st;
+    const char *h = keep_template_hash;
+    used_ctx u = {.db = db};
+    st = mt_db__exec(db, "CREATE TEMP TABLE IF NOT EXISTS prune_victim (id INTEGER PRIMARY KEY);"
+                         "DELETE FROM temp.prune_victim;"
+                         "CREATE TEMP TABLE IF NOT EXISTS prune_used (name TEXT, arch TEXT);"
+                         "DELETE FROM temp.prune_used;");
+    if (!st)
+        st = exec_count(db, "INSERT INTO temp.prune_victim SELECT e.id FROM entry e JOIN "
+                            "provenance p ON p.id = e.provenance_id WHERE " PRUNE_MATCH("e"),
+                        sku, h, NULL);
+    if (!st)
+        st = exec_count(db, "DELETE FROM entry_history WHERE id IN (SELECT e.id FROM "
+                            "entry_history e JOIN provenance p ON p.id = e.provenance_id WHERE "
+                            PRUNE_MATCH("e") ")", sku, h, &ps->history);
+    /* Candidates have no provenance: a SKU prune takes all of the SKU's,
+     * a template prune those of the (SKU, key, M) whose entry goes. */
+    if (!st)
+        st = exec_count(db, "DELETE FROM candidate WHERE (?2 IS NULL AND sku = ?1) OR EXISTS "
+                            "(SELECT 1 FROM entry e WHERE e.id IN (SELECT id FROM temp.prune_victim) "
+                            "AND e.sku = candidate.sku AND e.key_id = candidate.key_id AND "
+                            "e.M = candidate.M)", sku, h, &ps->candidates);
+    if (!st)
+        st = exec_count(db, "DELETE FROM entry WHERE id IN (SELECT id FROM temp.prune_victim)",
+                        NULL, NULL, &ps->entries);
+    if (!st)
+        st = mt_db__prepare(db, "INSERT INTO temp.prune_used VALUES (?, ?)", &u.ins);
+    if (!st)
+        st = mt_db_foreach_entry(db, NULL, note_used, &u);
+    if (!st)
+        st = u.st;
+    if (!st)
+        st = exec_count(db, "DELETE FROM kernel WHERE NOT EXISTS (SELECT 1 FROM temp.prune_used u "
+                            "WHERE u.name = kernel.name AND u.arch = kernel.arch)",
+                        NULL, NULL, &ps->kernels);
+    if (!st)
+        st = exec_count(db, "DELETE FROM provenance WHERE id NOT IN (SELECT provenance_id FROM "
+                            "entry UNION SELECT provenance_id FROM entry_history)",
+                        NULL, NULL, &ps->provenance);
+    sqlite3_finalize(u.ins);
+    if (st || dry_run) {
+        mt_status end = mt_db__end(db, st ? st : MT_ERR_NOT_FOUND);   /* roll back */
+        return st ? end : MT_OK;
+    }
+    st = mt_db__end(db, MT_OK);
+    if (!st)
+        st = mt_db__exec(db, "VACUUM");
+    return st;
+}
+
+/* ---- merge ---- */
+
+mt_status mt_db__merge_kernel(mt_db__merger *m, const mt_db_kernel *k)
+{
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(m->db, "SELECT 1 FROM kernel WHERE name = ? AND arch = ?", &s);
+    if (st)
+        return st;
+    mt_db__bind_text(s, 1, k->variant.name);
+    mt_db__bind_text(s, 2, k->variant.arch);
+    int rc = sqlite3_step(s);
+    DB_CHECK(m->db, rc, "find kernel");
+    if (rc == SQLITE_ROW) {
+        m->stats.kernels_present++;   /* the destination's own copy is kept */
+    } else {
+        st = mt_db_put_kernel(m->db, k);
+        if (!st)
+            m->stats.kernels_added++;
+    }
+fail:
+    sqlite3_finalize(s);
+    return st;
+}
+
+mt_status mt_db__merge_entry(mt_db__merger *m, const mt_db_entry *e, int history)
+{
+    int64_t prov_id, key_id;
+    mt_status st = mt_db_put_provenance(m->db, &e->prov, &prov_id);
+    if (st)
+        return st;
+    if (!history) {
+        mt_db_put_outcome out;
+        st = mt_db_put_entry(m->db, e, prov_id, &out);
+        if (!st)
+            (*(out == MT_DB_PUT_INSERTED   ? &m->stats.entries_inserted
+               : out == MT_DB_PUT_REPLACED ? &m->stats.entries_replaced
+                                           : &m->stats.entries_kept))++;
+        return st;
+    }
+    st = mt_db__key_id(m->db, &e->key, 1, &key_id);
+    if (!st)
+        st = mt_db__put_history(m->db, e, key_id, prov_id);
+    if (!st)
+        m->stats.history += sqlite3_changes(m->db->h);
+    return st;
+}
+
+mt_status mt_db__merge_candidate(mt_db__merger *m, const mt_db_candidate *c)
+{
+    int seen = 0;
+    mt_status st = mt_db_candidate_seen(m->db, &c->key, c->M, c->pipeline, &seen);
+    if (!st && !seen) {
+        st = mt_db_record_candidate(m->db, c);
+        if (!st)
+            m->stats.candidates++;
+    }
+    return st;
+}
+
+mt_status mt_db__merge_reference(mt_db__merger *m, const mt_db_vllm_config *c)
+{
+    mt_status st = mt_db_put_vllm_config(m->db, c);
+    if (!st)
+        m->stats.references++;
+    return st;
+}
+
+static int merge_kernel_cb(const mt_db_kernel *k, void *ctx)
+{
+    mt_db__merger *m = ctx;
+    return (m->st = mt_db__merge_kernel(m, k)) != MT_OK;
+}
+
+static int merge_history_cb(const mt_db_entry *e, void *ctx)
+{
+    mt_db__merger *m = ctx;
+    return (m->st = mt_db__merge_entry(m, e, 1)) != MT_OK;
+}
+
+static int merge_entry_cb(const mt_db_entry *e, void *ctx)
+{
+    mt_db__merger *m = ctx;
+    return (m->st = mt_db__merge_entry(m, e, 0)) != MT_OK;
+}
+
+static int merge_candidate_cb(const mt_db_candidate *c, void *ctx)
+{
+    mt_db__merger *m = ctx;
+    return (m->st = mt_db__merge_candidate(m, c)) != MT_OK;
+}
+
+static int merge_reference_cb(const mt_db_vllm_config *c, void *ctx)
+{
+    mt_db__merger *m = ctx;
+    return (m->st = mt_db__merge_reference(m, c)) != MT_OK;
+}
+
+/* A failure while reading src is reported under src's name. */
+static mt_status src_fail(mt_db *db, mt_db *src, mt_status st)
+{
+    return mt_db__fail(db, st, "merge: %s", mt_db_errmsg(src));
+}
+
+mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
+{
+    if (!db || !src_path)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
+    mt_db *src = NULL;
+    mt_status st = mt_db_open(src_path, MT_DB_READONLY, &src);
+    if (st) {
+        st = mt_db__fail(db, st, "merge: %s", mt_db_errmsg(src));
+        mt_db_close(src);
+        return st;
+    }
+    mt_db__merger m = {.db = db};
+    st = mt_db__begin(db);
+    if (st)
+        goto done;
+    mt_status rs = mt_db_foreach_kernel(src, 1, merge_kernel_cb, &m);
+    if (!rs && !m.st)
+        rs = mt_db_foreach_entry(src, &(mt_db_filter){.history = 1}, merge_history_cb, &m);
+    if (!rs && !m.st)
+        rs = mt_db_foreach_entry(src, NULL, merge_entry_cb, &m);
+    if (!rs && !m.st)
+        rs = mt_db_foreach_candidate(src, merge_candidate_cb, &m);
+    if (!rs && !m.st)
+        rs = mt_db_foreach_vllm_config(src, NULL, 0, 0, merge_reference_cb, &m);
+    st = rs ? src_fail(db, src, rs) : m.st;
+    st = mt_db__end(db, st);
+done:
+    mt_db_close(src);
+    if (stats)
+        *stats = st ? (mt_db_merge_stats){0} : m.stats;
+    return st;
+}

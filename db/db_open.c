@@ -1,0 +1,370 @@
+/*
+ * Opening, creating and migrating database files, the handle, and the SQLite
+ * helpers every db/ source uses (messages, statements, transactions).
+ * Calls SQLite and common/util only.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "db/db_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Two tuner processes may write one file: a writer waits this long for
+ * the other's transaction before giving up. */
+#define DB_BUSY_TIMEOUT_MS 60000
+
+static const char *const required_tables[] = {
+    "provenance", "kernel", "problem_key", "entry", "entry_history", "candidate",
+    "reference_config",
+};
+
+mt_status mt_db__fail(mt_db *db, mt_status st, const char *fmt, ...)
+{
+    char what[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(db->err, sizeof db->err, "%s: %s", db->path ? db->path : "(no path)", what);
+    return st;
+}
+
+mt_status mt_db__sqlfail(mt_db *db, const char *what, const char *file, int line)
+{
+    int code = db->h ? sqlite3_extended_errcode(db->h) : SQLITE_ERROR;
+    return mt_db__fail(db, MT_ERR_DB, "%s: %s (sqlite code %d) [%s:%d]", what,
+                       db->h ? sqlite3_errmsg(db->h) : "no connection", code, file, line);
+}
+
+mt_status mt_db__prepare(mt_db *db, const char *sql, sqlite3_stmt **stmt)
+{
+    *stmt = NULL;
+    if (sqlite3_prepare_v2(db->h, sql, -1, stmt, NULL) != SQLITE_OK) {
+        sqlite3_finalize(*stmt);
+        *stmt = NULL;
+        return mt_db__fail(db, MT_ERR_DB, "cannot prepare \"%.80s...\": %s", sql,
+                           sqlite3_errmsg(db->h));
+    }
+    return MT_OK;
+}
+
+mt_status mt_db__exec(mt_db *db, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db->h, sql, NULL, NULL, &err) != SQLITE_OK) {
+        mt_status st = mt_db__fail(db, MT_ERR_DB, "\"%.60s...\" failed: %s", sql,
+                                   err ? err : sqlite3_errmsg(db->h));
+        sqlite3_free(err);
+        return st;
+    }
+    return MT_OK;
+}
+
+mt_status mt_db__writable(mt_db *db)
+{
+    if (db->readonly)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "the database was opened read-only");
+    return MT_OK;
+}
+
+mt_status mt_db__begin(mt_db *db)
+{
+    mt_status st = mt_db__writable(db);
+    if (st)
+        return st;
+    st = mt_db__exec(db, db->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT mt_nested");
+    if (!st)
+        db->tx_depth++;
+    return st;
+}
+
+mt_status mt_db__end(mt_db *db, mt_status st)
+{
+    if (db->tx_depth <= 0)
+        return st ? st : mt_db__fail(db, MT_ERR_INTERNAL, "transaction end without begin");
+    int outer = db->tx_depth == 1;
+    db->tx_depth--;
+    if (st == MT_OK) {
+        mt_status cst = mt_db__exec(db, outer ? "COMMIT" : "RELEASE mt_nested");
+        if (cst == MT_OK)
+            return MT_OK;
+        st = cst;
+    }
+    /* Keep the first message: the rollback's own failure says less. */
+    char keep[sizeof db->err];
+    memcpy(keep, db->err, sizeof keep);
+    if (outer)
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    else
+        sqlite3_exec(db->h, "ROLLBACK TO mt_nested; RELEASE mt_nested", NULL, NULL, NULL);
+    memcpy(db->err, keep, sizeof keep);
+    return st;
+}
+
+int mt_db__bind_text(sqlite3_stmt *s, int i, const char *text)
+{
+    return text ? sqlite3_bind_text(s, i, text, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(s, i);
+}
+
+void mt_db__col_text(sqlite3_stmt *s, int i, char *out, size_t size)
+{
+    const unsigned char *t = sqlite3_column_text(s, i);
+    mt_strlcpy(out, t ? (const char *)t : "", size);
+}
+
+const char *mt_db_errmsg(const mt_db *db)
+{
+    if (!db)
+        return "no database handle (out of memory)";
+    return db->err;
+}
+
+const char *mt_db_path(const mt_db *db) { return db && db->path ? db->path : ""; }
+
+void mt_db_close(mt_db *db)
+{
+    if (!db)
+        return;
+    if (db->h)
+        sqlite3_close_v2(db->h);
+    free(db->path);
+    free(db);
+}
+
+static mt_status pragma_int(mt_db *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(db, sql, &s);
+    if (st)
+        return st;
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    else if (rc == SQLITE_DONE)
+        *out = 0;
+    else
+        st = mt_db__fail(db, MT_ERR_DB, "cannot read the database (%s): %s", sql,
+                         sqlite3_errmsg(db->h));
+    sqlite3_finalize(s);
+    return st;
+}
+
+/* The header check gives a clear message for non-SQLite and truncated files
+ * before SQLite reports a terse "file is not a database". */
+static mt_status check_header(mt_db *db, const char *path, int64_t size)
+{
+    unsigned char hdr[100];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mt_db__fail(db, MT_ERR_IO, "cannot read: %s", strerror(errno));
+    size_t n = fread(hdr, 1, sizeof hdr, f);
+    fclose(f);
+    if (n < sizeof hdr || memcmp(hdr, "SQLite format 3", 16) != 0)
+        return mt_db__fail(db, MT_ERR_DB, "not an SQLite database (%lld bytes, no SQLite header): "
+                           "not a moetune database", (long long)size);
+    uint32_t page = ((uint32_t)hdr[16] << 8) | hdr[17];
+    if (page == 1)
+        page = 65536;
+    uint32_t pages = ((uint32_t)hdr[28] << 24) | ((uint32_t)hdr[29] << 16) |
+                     ((uint32_t)hdr[30] << 8) | hdr[31];
+    int size_valid = memcmp(hdr + 24, hdr + 92, 4) == 0;
+    /* With a -wal file present another process may be checkpointing, and
+     * the file may briefly be shorter than its header says. */
+    char wal[4096];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat sb;
+    int has_wal = stat(wal, &sb) == 0;
+    if (size_valid && !has_wal && pages && (int64_t)page * pages > size)
+        return mt_db__fail(db, MT_ERR_DB, "truncated database: %lld bytes, its header says %lld",
+                           (long long)size, (long long)page * pages);
+    return MT_OK;
+}
+
+static mt_status count_tables(mt_db *db, int64_t *n)
+{
+    return pragma_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table'", n);
+}
+
+static mt_status run_migrations(mt_db *db, int64_t from, int64_t to)
+{
+    for (int64_t v = from; v < to; v++) {
+        mt_status st = mt_db__exec(db, mt_db__migrations[v - 1]);
+        if (st)
+            return mt_db__fail(db, st, "migration from schema version %lld to %lld failed: %s",
+                               (long long)v, (long long)v + 1, sqlite3_errmsg(db->h));
+    }
+    return MT_OK;
+}
+
+static mt_status set_version(mt_db *db, int version)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA application_id = %d; PRAGMA user_version = %d",
+             MT_DB_APPLICATION_ID, version);
+    return mt_db__exec(db, sql);
+}
+
+/* Create (version 0 -> target) or migrate (older -> current) inside one
+ * transaction; the version is read again under the write lock because
+ * another process may have done it first. */
+static mt_status build_schema(mt_db *db, int target)
+{
+    mt_status st = mt_db__begin(db);
+    if (st)
+        return st;
+    int64_t uv = 0, tables = 0;
+    st = pragma_int(db, "PRAGMA user_version", &uv);
+    if (!st)
+        st = count_tables(db, &tables);
+    int64_t start = uv;
+    if (!st && uv == 0 && tables == 0) {
+        st = mt_db__exec(db, mt_db__schema_v1);
+        uv = 1;
+    }
+    if (!st && uv >= 1 && uv < target)
+        st = run_migrations(db, uv, target);
+    if (!st && start < target)
+        st = set_version(db, target);
+    return mt_db__end(db, st);
+}
+
+static mt_status check_tables(mt_db *db)
+{
+    for (size_t i = 0; i < MT_ARRAY_LEN(required_tables); i++) {
+        char sql[160];
+        int64_t n = 0;
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
+                 required_tables[i]);
+        mt_status st = pragma_int(db, sql, &n);
+        if (st)
+            return st;
+        if (n != 1)
+            return mt_db__fail(db, MT_ERR_DB, "not a moetune database: table '%s' is missing",
+                               required_tables[i]);
+    }
+    return MT_OK;
+}
+
+static mt_status open_connection(mt_db *db, int flags)
+{
+    const char *path = db->path;
+    int readonly = (flags & MT_DB_READONLY) != 0;
+    int create = !readonly && (flags & MT_DB_CREATE);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT)
+            return mt_db__fail(db, MT_ERR_IO, "cannot open: %s", strerror(errno));
+        if (!create)
+            return mt_db__fail(db, MT_ERR_IO, "no such database file%s", readonly
+                               ? " (opened read-only, so it is not created)" : "");
+    } else if (!S_ISREG(sb.st_mode)) {
+        return mt_db__fail(db, MT_ERR_IO, "not a regular file");
+    } else if (sb.st_size == 0 && !create) {
+        return mt_db__fail(db, MT_ERR_DB, "empty file: not a moetune database");
+    } else if (sb.st_size > 0) {
+        mt_status st = check_header(db, path, (int64_t)sb.st_size);
+        if (st)
+            return st;
+    }
+    int oflags = readonly ? SQLITE_OPEN_READONLY
+                          : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(path, &db->h, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+        return mt_db__fail(db, MT_ERR_DB, "cannot open: %s",
+                           db->h ? sqlite3_errmsg(db->h) : "out of memory");
+    sqlite3_extended_result_codes(db->h, 1);
+    sqlite3_busy_timeout(db->h, DB_BUSY_TIMEOUT_MS);
+    db->readonly = readonly;
+
+    int64_t app = 0, uv = 0, tables = 0;
+    mt_status st = pragma_int(db, "PRAGMA application_id", &app);
+    if (!st)
+        st = pragma_int(db, "PRAGMA user_version", &uv);
+    if (!st)
+        st = count_tables(db, &tables);
+    if (st)
+        return st;
+    int fresh = app == 0 && uv == 0 && tables == 0;
+    if (fresh && readonly)
+        return mt_db__fail(db, MT_ERR_DB, "empty database: not a moetune database");
+    if (!fresh && app != MT_DB_APPLICATION_ID)
+        return mt_db__fail(db, MT_ERR_DB,
+                           "not a moetune database (SQLite application_id 0x%08llx, %lld tables)",
+                           (unsigned long long)(uint32_t)app, (long long)tables);
+    if (uv > MT_DB_SCHEMA_VERSION)
+        return mt_db__fail(db, MT_ERR_DB,
+                           "schema version %lld is newer than this build knows (%d): "
+                           "use a newer moetune", (long long)uv, MT_DB_SCHEMA_VERSION);
+    if (!fresh && uv < 1)
+        return mt_db__fail(db, MT_ERR_DB, "bad schema version %lld", (long long)uv);
+    if (uv < MT_DB_SCHEMA_VERSION && readonly)
+        return mt_db__fail(db, MT_ERR_DB,
+                           "schema version %lld is older than %d and the file was opened "
+                           "read-only: open it for writing once to migrate it",
+                           (long long)uv, MT_DB_SCHEMA_VERSION);
+    if (!readonly) {
+        /* WAL: readers never block the writer and a killed writer leaves
+         * only uncommitted frames behind. FULL: a commit survives power
+         * loss, each result is worth minutes of GPU time. */
+        st = mt_db__exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL");
+        if (st)
+            return st;
+    }
+    if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
+        st = build_schema(db, MT_DB_SCHEMA_VERSION);
+        if (st)
+            return st;
+    }
+    st = check_tables(db);
+    if (!st)
+        st = mt_db__exec(db, "PRAGMA foreign_keys = ON");
+    return st;
+}
+
+mt_status mt_db_open(const char *path, int flags, mt_db **out)
+{
+    if (!out)
+        return MT_ERR_INVALID_ARG;
+    *out = NULL;
+    mt_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return MT_ERR_NO_MEMORY;
+    *out = db;
+    if (!path || !*path) {
+        db->path = strdup("");
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "no database path given");
+    }
+    db->path = strdup(path);
+    if (!db->path)
+        return MT_ERR_NO_MEMORY;
+    mt_status st = open_connection(db, flags);
+    if (st && db->h) {
+        /* Close now: a failed handle must hold no lock on the file. */
+        sqlite3_close_v2(db->h);
+        db->h = NULL;
+    }
+    return st;
+}
+
+mt_status mt_db__create_at_version(const char *path, int version, char *msg, size_t msg_size)
+{
+    if (version < 1 || version > MT_DB_SCHEMA_VERSION)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "bad schema version %d", version);
+    mt_db tmp = {0};
+    tmp.path = (char *)path;
+    if (sqlite3_open_v2(path, &tmp.h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        sqlite3_close_v2(tmp.h);
+        return mt_errf(msg, msg_size, MT_ERR_DB, "cannot create %s", path);
+    }
+    mt_status st = mt_db__exec(&tmp, "PRAGMA journal_mode = WAL");
+    if (!st)
+        st = build_schema(&tmp, version);
+    if (st)
+        mt_errf(msg, msg_size, st, "%s", tmp.err);
+    sqlite3_close_v2(tmp.h);
+    return st;
+}

@@ -1,0 +1,372 @@
+/*
+ * moetune database: the SQLite store of tuned fused-MoE pipelines per GPU SKU.
+ *
+ * One file holds, for one or more SKUs: provenance rows (where and with what
+ * software a result was measured), kernels (variant text, CUDA source and
+ * the compiled image, each with its SHA-256), entries ((SKU, problem key, M)
+ * -> the fastest pipeline and its times), the history of every entry ever
+ * offered, the tuner's candidate log (resume + rejections) and reference
+ * configurations imported from vLLM's per-device JSON files.
+ *
+ * Files are recognized by PRAGMA application_id (MT_DB_APPLICATION_ID) and
+ * versioned by PRAGMA user_version; older versions are migrated when opened
+ * for writing. WAL mode and a busy timeout let several tuner processes write
+ * one file; every write call is its own transaction. docs/DATABASE.md
+ * describes the schema and the JSON layouts.
+ *
+ * Every call returns an mt_status; on failure the message (which names the
+ * file) is on the handle: mt_db_errmsg. A handle is used by one thread at a
+ * time.
+ */
+#ifndef MOETUNE_DB_H
+#define MOETUNE_DB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "moetune/problem.h"
+#include "moetune/status.h"
+#include "moetune/variant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "MoEt" */
+#define MT_DB_APPLICATION_ID 0x4d6f4574
+/* The schema version this build writes and reads. */
+#define MT_DB_SCHEMA_VERSION 2
+
+typedef struct mt_db mt_db;
+
+enum {
+    MT_DB_READONLY = 1,   /* never write; a missing file is an error */
+    MT_DB_CREATE = 2      /* create the file when missing (ignored with READONLY) */
+};
+
+/*
+ * Open (and with MT_DB_CREATE create) a moetune database. A missing file
+ * without MT_DB_CREATE, a file that is not SQLite, a truncated file, an
+ * SQLite file of another application, a schema newer than this build, or an
+ * older schema opened read-only all fail (MT_ERR_IO, MT_ERR_DB) with a
+ * message naming the file; nothing in an existing file is changed by a
+ * failed open. Even on failure *out is set to a handle (or NULL when out of
+ * memory) so that mt_db_errmsg can be read; close it with mt_db_close.
+ */
+mt_status mt_db_open(const char *path, int flags, mt_db **out);
+/* Close; NULL is a no-op. */
+void mt_db_close(mt_db *db);
+/* The last error message on this handle ("" when none). Never NULL. */
+const char *mt_db_errmsg(const mt_db *db);
+/* The path the handle was opened with. */
+const char *mt_db_path(const mt_db *db);
+
+/* ---- problem keys ---- */
+
+typedef enum mt_db_routing {
+    MT_ROUTING_UNIFORM = 0,   /* tokens spread uniformly at random */
+    MT_ROUTING_BALANCED,      /* every expert gets the same number of rows */
+    MT_ROUTING_SKEWED,        /* a few hot experts */
+    MT_ROUTING_COUNT_
+} mt_db_routing;
+
+const char *mt_db_routing_name(mt_db_routing r);
+mt_status mt_db_routing_parse(const char *s, mt_db_routing *out);
+
+#define MT_DB_SKU_MAX 64
+
+/* Everything but M that identifies a tuned result, plus the GPU SKU. */
+typedef struct mt_db_key {
+    char sku[MT_DB_SKU_MAX];  /* "NVIDIA H200" as the driver names it */
+    int64_t E, topk, K, N;
+    mt_dtype dtype;
+    mt_quant_mode quant;
+    int group_size;
+    int has_zero_point;
+    mt_act_format format;
+    mt_activation activation;
+    int has_expert_map;
+    int apply_router_weight_on_input;
+    mt_db_routing routing;
+} mt_db_key;
+
+/* Key of a problem on a SKU. routing NULL means "uniform". MT_ERR_INVALID_ARG
+ * for an unknown routing or a SKU name too long. */
+mt_status mt_db_key_from_problem(const mt_problem *p, const char *sku, const char *routing,
+                                 mt_db_key *out);
+/* Canonical one-line text of the key without the SKU, e.g.
+ * "E=128,topk=8,K=7168,N=2048,dtype=bf16,quant=fp8-block,group=0,zp=0,
+ *  format=standard,act=silu,expert_map=0,rw_on_input=0,routing=uniform"
+ * (one line). Used for display and in the JSON layout. */
+mt_status mt_db_key_format(const mt_db_key *k, char *out, size_t size);
+/* Parse that text (all fields required, in any order); sku is set from the
+ * argument (may be NULL: empty). */
+mt_status mt_db_key_parse(const char *text, const char *sku, mt_db_key *out, char *msg,
+                          size_t msg_size);
+
+/* ---- pipelines ---- */
+
+#define MT_DB_MAX_STEPS 5
+#define MT_DB_PIPELINE_TEXT_MAX 2048
+/* A step whose kernel is this name runs a library (cuBLAS) call, not a
+ * stored kernel. */
+#define MT_DB_LIBRARY_KERNEL "cublas"
+
+typedef struct mt_db_step {
+    char role[16];                    /* align, gemm1, act, gemm2, reduce */
+    char kernel[MT_VARIANT_NAME_MAX]; /* variant name or MT_DB_LIBRARY_KERNEL */
+} mt_db_step;
+
+typedef struct mt_db_pipeline {
+    char backend[16];   /* "moetune", "cublas" or "default" */
+    char arch[16];      /* the kernels' arch, e.g. "sm_90a" */
+    int nsteps;
+    mt_db_step steps[MT_DB_MAX_STEPS]; /* roles in the order listed above */
+} mt_db_pipeline;
+
+/* "backend=moetune;arch=sm_90a;align=mtk_..;gemm1=mtk_..;..." */
+mt_status mt_db_pipeline_format(const mt_db_pipeline *p, char *out, size_t size);
+/* Parse and validate (known backend and roles, roles in order, no repeats). */
+mt_status mt_db_pipeline_parse(const char *text, mt_db_pipeline *out, char *msg, size_t msg_size);
+/* The kernel name of a role, or NULL. */
+const char *mt_db_pipeline_kernel(const mt_db_pipeline *p, const char *role);
+
+/* ---- provenance ---- */
+
+typedef struct mt_db_provenance {
+    int64_t id;             /* set by put and by reads */
+    char sku[MT_DB_SKU_MAX];
+    char cc[8];             /* compute capability "9.0" */
+    int sm_count;
+    int64_t mem_clock_khz;  /* as the driver reports it */
+    char driver_version[32];
+    char cuda_version[32];
+    char nvrtc_version[32];
+    char moetune_version[32];
+    char template_hash[65];
+    int64_t created;        /* unix seconds; 0 on put: now */
+} mt_db_provenance;
+
+/* Store a provenance row, or find the identical one (all fields but id and
+ * created equal); *id is its row id. */
+mt_status mt_db_put_provenance(mt_db *db, const mt_db_provenance *p, int64_t *id /* out */);
+
+/* Names of the fields that differ between a stored provenance and the
+ * current machine among template_hash, nvrtc_version, driver_version,
+ * cuda_version, moetune_version, written comma-separated into msg; returns
+ * how many differ (0: a perfect match). */
+int mt_db_provenance_mismatch(const mt_db_provenance *stored, const mt_db_provenance *current,
+                              char *msg, size_t msg_size);
+
+/* ---- kernels ---- */
+
+typedef struct mt_db_kernel {
+    mt_variant variant;     /* name, arch, family, params */
+    char *source;           /* amalgamated CUDA source (NUL-terminated) */
+    size_t source_len;
+    void *image;            /* cubin or PTX; NULL when only the source is kept */
+    size_t image_len;
+    int is_ptx;
+    char template_hash[65];
+    char source_sha256[65];
+    char image_sha256[65];  /* "" when there is no image */
+} mt_db_kernel;
+
+/*
+ * Insert or replace the kernel (variant.name, variant.arch). The SHA-256s
+ * are computed here; when k->image_sha256 (or source_sha256) is non-empty on
+ * entry it must equal the computed one, else MT_ERR_MISMATCH (a caller
+ * passing along a hash it received, e.g. on import, so the image is
+ * verified). The caller keeps ownership of k.
+ */
+mt_status mt_db_put_kernel(mt_db *db, const mt_db_kernel *k);
+/*
+ * Read a kernel. On success *out holds malloc'd source and image (release
+ * with mt_db_kernel_free). MT_ERR_NOT_FOUND when absent; MT_ERR_DB when the
+ * stored image or source does not match its stored hash, or the variant
+ * text does not parse.
+ */
+mt_status mt_db_get_kernel(mt_db *db, const char *name, const char *arch, mt_db_kernel *out);
+/* Free the buffers of a kernel from mt_db_get_kernel / iteration; NULL ok. */
+void mt_db_kernel_free(mt_db_kernel *k);
+
+/* ---- entries ---- */
+
+#define MT_DB_NO_TIME (-1.0)   /* cublas_time_us when cuBLAS was not timed */
+
+typedef struct mt_db_entry {
+    mt_db_key key;
+    int64_t M;
+    mt_db_pipeline pipeline;
+    double time_us;          /* end to end, the tuned pipeline */
+    double default_time_us;  /* the untuned default */
+    double cublas_time_us;   /* MT_DB_NO_TIME when absent */
+    double rel_err;          /* against the reference */
+    int64_t recorded;        /* unix seconds when stored */
+    mt_db_provenance prov;   /* filled on reads */
+} mt_db_entry;
+
+typedef enum mt_db_put_outcome {
+    MT_DB_PUT_INSERTED = 0,  /* no entry existed */
+    MT_DB_PUT_REPLACED,      /* the new one is faster */
+    MT_DB_PUT_KEPT           /* the stored one is as fast or faster */
+} mt_db_put_outcome;
+
+/*
+ * Offer a result for (e->key, e->M), measured under provenance row
+ * provenance_id: it becomes the entry when none exists or when strictly
+ * faster than the stored one. Either way it is recorded in the history, so
+ * both records survive. e->prov and e->recorded are ignored (recorded: now).
+ * outcome may be NULL. One transaction.
+ */
+mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                          mt_db_put_outcome *outcome /* out */);
+
+/*
+ * The entry for key (incl. key->sku) at the nearest tuned M: the tuned Mt
+ * with the smallest |M - Mt|; on a tie the larger Mt (a kernel tuned for
+ * more rows handles fewer rows safely, the reverse may under-tile). *exact
+ * is 1 when Mt == M (exact may be NULL). MT_ERR_NOT_FOUND when the SKU has
+ * no entry for the key.
+ */
+mt_status mt_db_lookup(mt_db *db, const mt_db_key *key, int64_t M, mt_db_entry *out,
+                       int *exact /* out */);
+/*
+ * The same rule over every SKU whose provenance has compute capability cc
+ * (the "similar SKU" fallback); key->sku is ignored. Ties in |M - Mt| and
+ * Mt go to the SKU name that sorts first. out->key.sku says which SKU was
+ * used.
+ */
+mt_status mt_db_lookup_cc(mt_db *db, const mt_db_key *key, const char *cc, int64_t M,
+                          mt_db_entry *out, int *exact /* out */);
+
+/* Iteration filter: NULL members / zero match everything. */
+typedef struct mt_db_filter {
+    const char *sku;
+    int64_t E;
+    int history;   /* iterate entry_history instead of the entries */
+} mt_db_filter;
+
+/* Calls cb for every matching entry ordered by SKU, key, M (history: and
+ * recorded time). cb returns nonzero to stop (the call then returns MT_OK).
+ * The entry is valid only during the call. filter may be NULL. */
+mt_status mt_db_foreach_entry(mt_db *db, const mt_db_filter *filter,
+                              int (*cb)(const mt_db_entry *e, void *ctx), void *ctx);
+/* Every kernel (with_image 0: image NULL, image_len 0, hashes still set). */
+mt_status mt_db_foreach_kernel(mt_db *db, int with_image,
+                               int (*cb)(const mt_db_kernel *k, void *ctx), void *ctx);
+
+/* ---- the tuner's candidate log ---- */
+
+typedef struct mt_db_candidate {
+    mt_db_key key;
+    int64_t M;
+    const char *pipeline;   /* the candidate's text (any form the tuner uses) */
+    int ok;                 /* 1 "ok", 0 "rejected" */
+    double time_us;         /* MT_DB_NO_TIME when not timed */
+    double rel_err;         /* MT_DB_NO_TIME when not checked */
+    const char *reason;     /* why rejected ("wrong result", "fault", "timeout"); may be NULL */
+    int64_t recorded;       /* filled on reads */
+} mt_db_candidate;
+
+/* Record (or re-record) one measured candidate; one transaction. */
+mt_status mt_db_record_candidate(mt_db *db, const mt_db_candidate *c);
+/* *seen = 1 when (key, M, pipeline text) was recorded. */
+mt_status mt_db_candidate_seen(mt_db *db, const mt_db_key *key, int64_t M, const char *pipeline,
+                               int *seen /* out */);
+mt_status mt_db_foreach_candidate(mt_db *db, int (*cb)(const mt_db_candidate *c, void *ctx),
+                                  void *ctx);
+
+/* ---- vLLM reference configurations ---- */
+
+typedef struct mt_db_vllm_config {
+    char device[MT_DB_SKU_MAX];   /* device_name as in vLLM's file name */
+    int64_t E, N, M;
+    /* the rest of vLLM's file name after the device, without the leading
+     * comma: "" or "dtype=fp8_w8a8" or "dtype=fp8_w8a8,block_shape=[128,128]" */
+    char selector[64];
+    int block_m, block_n, block_k, group_m, num_warps, num_stages;
+} mt_db_vllm_config;
+
+/* vLLM's device_name for a SKU: spaces become '_'. */
+void mt_db_vllm_device_name(const char *sku, char *out, size_t size);
+/* vLLM's file-name selector of a key (see mt_db_vllm_config.selector). */
+void mt_db_vllm_selector(const mt_db_key *k, char *out, size_t size);
+
+mt_status mt_db_put_vllm_config(mt_db *db, const mt_db_vllm_config *c);
+/* Reference configs for device (NULL: all) and E, N (0: all), ordered by
+ * device, E, N, selector, M. */
+mt_status mt_db_foreach_vllm_config(mt_db *db, const char *device, int64_t E, int64_t N,
+                                    int (*cb)(const mt_db_vllm_config *c, void *ctx),
+                                    void *ctx);
+
+/* ---- maintenance ---- */
+
+/*
+ * Check everything: PRAGMA integrity_check, application id and schema
+ * version, every kernel's source and image against their hashes, every
+ * entry's pipeline parses and its kernels are present. Each problem found
+ * is passed to report (may be NULL); *problems (may be NULL) gets the count.
+ * Returns MT_OK when none, MT_ERR_DB when some (message: the first).
+ */
+mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx), void *ctx,
+                       int *problems /* out */);
+
+typedef struct mt_db_prune_stats {
+    int64_t entries, history, candidates, kernels, provenance;
+} mt_db_prune_stats;
+
+/*
+ * Delete the entries (and their history and candidates) of SKU sku and/or
+ * those whose provenance template hash differs from keep_template_hash; the
+ * two filters combine with AND, NULL means "any". Then delete kernels no
+ * entry uses and provenance rows nothing refers to, and VACUUM. With both
+ * filters NULL only the unreferenced rows go. dry_run: count, change
+ * nothing. stats may be NULL.
+ */
+mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
+                      mt_db_prune_stats *stats /* out */);
+
+typedef struct mt_db_merge_stats {
+    int64_t entries_inserted, entries_replaced, entries_kept;
+    int64_t kernels_added, kernels_present, history, candidates, references;
+} mt_db_merge_stats;
+
+/*
+ * Merge the database at src_path into db in one transaction: provenance,
+ * kernels (those db lacks), entries (per key and M the faster wins; both
+ * are recorded in the history), history, candidates and reference configs.
+ * src is opened read-only and must be of this schema version. On failure
+ * db is unchanged.
+ */
+mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats /* out */);
+
+/* ---- JSON ---- */
+
+enum {
+    MT_DB_JSON_IMAGES = 1,   /* include kernel images as base64 */
+    MT_DB_JSON_PRETTY = 2
+};
+
+/* Write the whole database as moetune JSON (docs/DATABASE.md) to path
+ * ("-": stdout), atomically. */
+mt_status mt_db_export_json(mt_db *db, const char *path, int flags);
+/* Import a moetune JSON file: same rules as merge; one transaction. */
+mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stats /* out */);
+
+/*
+ * vLLM per-device configs: for every (E, N, SKU, dtype) with moetune-backend
+ * entries write DIR/E=..,N=..,device_name=..[,dtype=..][,block_shape=[128,128]].json mapping M to
+ * the gemm1 variant's BLOCK_M/BLOCK_N/BLOCK_K/GROUP_M/WARPS/STAGES. Entries
+ * of other backends are skipped; when several keys share a file and an M,
+ * the first in key order wins. *files gets the number of files written.
+ */
+mt_status mt_db_export_vllm(mt_db *db, const char *dir, int *files /* out */);
+/* Import one vLLM config file as reference records (device, E, N and the
+ * selector from its file name); *count gets the number of M rows. */
+mt_status mt_db_import_vllm(mt_db *db, const char *path, int *count /* out */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
