@@ -1,0 +1,265 @@
+/*
+ * Targets, enumeration of a family's parameter space, filters and pruning
+ * (valid(p, target)), with a report of the pruned points per reason.
+ * Calls: gen/template.c, common/util.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gen/gen_internal.h"
+
+/* Shared memory per block is the opt-in maximum of each architecture. */
+static const gen_target targets[] = {
+    {"sm_80", 80, 166912, 65536, 1024, 0},
+    {"sm_86", 86, 101376, 65536, 1024, 0},
+    {"sm_89", 89, 101376, 65536, 1024, 0},
+    {"sm_90a", 90, 232448, 65536, 1024, 0},
+    {"compute_90", 90, 232448, 65536, 1024, 1},
+};
+
+/* Beyond this many points a family needs filters: walking it would take
+ * minutes of Lua calls. */
+#define MAX_POINTS 20000000.0
+
+const gen_target *gen_target_find(const char *arch)
+{
+    for (size_t i = 0; arch && i < MT_ARRAY_LEN(targets); i++)
+        if (strcmp(targets[i].arch, arch) == 0)
+            return &targets[i];
+    return NULL;
+}
+
+int mt_gen_arch_known(const char *arch) { return gen_target_find(arch) != NULL; }
+
+static void add_reason(mt_prune_report *r, const char *prefix, const char *reason)
+{
+    char full[512], text[sizeof r->reasons[0].reason];
+    snprintf(full, sizeof full, "%s%s%s", prefix ? prefix : "", prefix ? ": " : "", reason);
+    mt_strlcpy(text, full, sizeof text);
+    for (int i = 0; i < r->nreasons; i++)
+        if (strcmp(r->reasons[i].reason, text) == 0) {
+            r->reasons[i].count++;
+            return;
+        }
+    if (r->nreasons < MT_PRUNE_MAX_REASONS) {
+        mt_strlcpy(r->reasons[r->nreasons].reason, text, sizeof text);
+        r->reasons[r->nreasons++].count = 1;
+        return;
+    }
+    mt_strlcpy(r->reasons[MT_PRUNE_MAX_REASONS - 1].reason, "(other reasons)", sizeof text);
+    r->reasons[MT_PRUNE_MAX_REASONS - 1].count++;
+}
+
+typedef struct out_list {
+    mt_variant *v;
+    size_t n, cap;
+} out_list;
+
+static int out_push(out_list *o, const mt_variant *v)
+{
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        mt_variant *nv = realloc(o->v, cap * sizeof *nv);
+        if (!nv)
+            return 0;
+        o->v = nv;
+        o->cap = cap;
+    }
+    o->v[o->n++] = *v;
+    return 1;
+}
+
+/* Per filter: did this family declare the parameter / hold the value. */
+typedef struct filter_use {
+    int declared, in_domain;
+} filter_use;
+
+static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
+                             const gen_target *tg, int strict, out_list *out,
+                             mt_prune_report *rep, filter_use *use)
+{
+    /* allowed[p][k]: the filters on parameter p admit value k. */
+    unsigned char *allowed[MT_VARIANT_MAX_PARAMS] = {0};
+    int idx[MT_VARIANT_MAX_PARAMS] = {0}, point[MT_VARIANT_MAX_PARAMS];
+    int *choices[MT_VARIANT_MAX_PARAMS] = {0}, nchoices[MT_VARIANT_MAX_PARAMS] = {0};
+    mt_status st = MT_OK;
+    for (int p = 0; p < t->nparams; p++) {
+        allowed[p] = calloc((size_t)t->params[p].nvalues, 1);
+        choices[p] = calloc((size_t)t->params[p].nvalues, sizeof(int));
+        if (!allowed[p] || !choices[p]) {
+            st = gen_set_err(g, MT_ERR_NO_MEMORY, "out of memory");
+            goto done;
+        }
+    }
+    int filtered[MT_VARIANT_MAX_PARAMS] = {0};
+    for (int i = 0; i < f->nparams; i++) {
+        const char *name = f->params[i].name, *value = f->params[i].value;
+        if (!name || !value) {
+            st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter %d lacks a name or a value", i);
+            goto done;
+        }
+        int p = gen_template_param_index(t, name);
+        if (p < 0) {
+            if (strict) {
+                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': family %s "
+                                 "has no such parameter", name, t->family);
+                goto done;
+            }
+            continue;
+        }
+        use[i].declared = 1;
+        filtered[p] = 1;
+        int k = gen_template_value_index(t, p, value);
+        if (k < 0) {
+            if (strict) {
+                mt_buf b = {0};
+                for (int j = 0; j < t->params[p].nvalues; j++)
+                    mt_buf_printf(&b, "%s%s", j ? ", " : "", t->params[p].values[j].text);
+                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter %s=%s: value '%s' is not in the "
+                                 "domain of parameter '%s' of family %s (%s)", name, value, value,
+                                 name, t->family, b.data ? b.data : "");
+                mt_buf_free(&b);
+                goto done;
+            }
+            continue;
+        }
+        use[i].in_domain = 1;
+        allowed[p][k] = 1;
+    }
+    double total = 1;
+    for (int p = 0; p < t->nparams; p++) {
+        for (int k = 0; k < t->params[p].nvalues; k++)
+            if (!filtered[p] || allowed[p][k])
+                choices[p][nchoices[p]++] = k;
+        total *= nchoices[p];
+    }
+    if (total == 0)
+        goto done;
+    if (total > MAX_POINTS) {
+        st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f points after the filters; "
+                         "add filters (at most %.0f)", t->family, total, MAX_POINTS);
+        goto done;
+    }
+    char msg[2048], reason[128];
+    for (;;) {
+        for (int p = 0; p < t->nparams; p++)
+            point[p] = choices[p][idx[p]];
+        if (!f->defaults_only || gen_template_is_default(t, point)) {
+            rep->enumerated++;
+            int ok = 1;
+            st = gen_template_valid(t, point, tg, &ok, reason, sizeof reason, msg, sizeof msg);
+            mt_variant v;
+            if (!st && ok)
+                st = gen_template_variant(t, point, tg->arch, &v, msg, sizeof msg);
+            if (!st && ok)
+                st = gen_template_launch(t, point, tg, &v.threads, &v.smem_bytes, msg, sizeof msg);
+            if (st) {
+                char vname[MT_VARIANT_NAME_MAX];
+                mt_variant tmp;
+                if (gen_template_variant(t, point, tg->arch, &tmp, NULL, 0) == MT_OK)
+                    mt_strlcpy(vname, tmp.name, sizeof vname);
+                else
+                    mt_strlcpy(vname, "(unnamed point)", sizeof vname);
+                st = gen_set_err(g, st, "%s (point %s, %s)", msg, vname, tg->arch);
+                goto done;
+            }
+            if (!ok) {
+                add_reason(rep, strict ? NULL : t->family, reason);
+            } else {
+                rep->valid++;
+                if (!out_push(out, &v)) {
+                    st = gen_set_err(g, MT_ERR_NO_MEMORY, "out of memory");
+                    goto done;
+                }
+            }
+        }
+        int p = t->nparams - 1;   /* odometer: the last parameter turns fastest */
+        while (p >= 0 && ++idx[p] == nchoices[p])
+            idx[p--] = 0;
+        if (p < 0)
+            break;
+    }
+done:
+    for (int p = 0; p < MT_VARIANT_MAX_PARAMS; p++) {
+        free(allowed[p]);
+        free(choices[p]);
+    }
+    return st;
+}
+
+mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, size_t *count,
+                           mt_prune_report *report)
+{
+    if (!g || !f || !out || !count)
+        return MT_ERR_INVALID_ARG;
+    *out = NULL;
+    *count = 0;
+    mt_prune_report local;
+    mt_prune_report *rep = report ? report : &local;
+    memset(rep, 0, sizeof *rep);
+    const gen_target *tg = gen_target_find(f->arch);
+    if (!tg)
+        return gen_set_err(g, MT_ERR_UNSUPPORTED, "unknown arch '%s' (known: sm_80, sm_86, sm_89, "
+                           "sm_90a, compute_90)", f->arch ? f->arch : "(null)");
+    if (f->nparams < 0 || f->nparams > MT_GEN_MAX_FILTERS)
+        return gen_set_err(g, MT_ERR_INVALID_ARG, "%d filters (at most %d)", f->nparams,
+                           MT_GEN_MAX_FILTERS);
+    filter_use use[MT_GEN_MAX_FILTERS] = {{0}};
+    out_list list = {0};
+    mt_status st = MT_OK;
+    if (f->family) {
+        gen_template *t = gen_find_template(g, f->family);
+        if (!t)
+            return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s'", f->family);
+        st = enum_family(g, t, f, tg, 1, &list, rep, use);
+    } else {
+        for (size_t i = 0; i < g->ntemplates && !st; i++)
+            st = enum_family(g, &g->templates[i], f, tg, 0, &list, rep, use);
+        for (int i = 0; i < f->nparams && !st; i++) {
+            if (!use[i].declared)
+                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': no template "
+                                 "declares it", f->params[i].name);
+            else if (!use[i].in_domain)
+                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter %s=%s: no template has that "
+                                 "value in the parameter's domain", f->params[i].name,
+                                 f->params[i].value);
+        }
+    }
+    if (st) {
+        free(list.v);
+        return st;
+    }
+    *out = list.v;
+    *count = list.n;
+    return MT_OK;
+}
+
+mt_status mt_gen_find(mt_gen *g, const char *name, const char *arch, mt_variant *out)
+{
+    if (!g || !name || !out)
+        return MT_ERR_INVALID_ARG;
+    for (size_t i = 0; i < g->ntemplates; i++) {
+        gen_template *t = &g->templates[i];
+        size_t fl = strlen(t->family);
+        if (strncmp(name, "mtk_", 4) != 0 || strncmp(name + 4, t->family, fl) != 0 ||
+            name[4 + fl] != '_')
+            continue;
+        mt_gen_filter f = {.family = t->family, .arch = arch};
+        mt_variant *v = NULL;
+        size_t n = 0;
+        mt_status st = mt_gen_enumerate(g, &f, &v, &n, NULL);
+        if (st)
+            return st;
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(v[k].name, name) == 0) {
+                *out = v[k];
+                free(v);
+                return MT_OK;
+            }
+        free(v);
+    }
+    return gen_set_err(g, MT_ERR_NOT_FOUND, "no valid variant named %s for %s", name,
+                       arch ? arch : "(null)");
+}

@@ -1,0 +1,552 @@
+/*
+ * Loading a template file and validating what its Lua table holds into C
+ * (gen_template), and the three calls into it (valid, launch, render).
+ * Every Lua interaction runs inside a protected call (gen_lua_call), so a
+ * memory error or a misbehaving metamethod can never reach lua_atpanic.
+ * Calls: gen/sandbox.c, Lua C API, common/util.h, moetune/variant.h.
+ */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "gen/gen_internal.h"
+
+/* What one protected step needs and gives back. */
+typedef enum { STEP_LOAD, STEP_VALID, STEP_LAUNCH, STEP_RENDER } step_kind;
+
+typedef struct step {
+    step_kind kind;
+    gen_template *t;
+    const char *family;      /* expected family (load) */
+    const int *point;
+    const gen_target *tg;
+    const char *name;
+    mt_status st;            /* a validation failure found in C */
+    char msg[1024];
+    int ok;                  /* valid */
+    char reason[128];
+    int threads, smem;       /* launch */
+    char *src;               /* render, malloc'd */
+    size_t len;
+} step;
+
+#define FAIL(c, ...)                                                   \
+    do {                                                               \
+        (c)->st = mt_errf((c)->msg, sizeof (c)->msg, MT_ERR_TEMPLATE, __VA_ARGS__); \
+        return 0;                                                      \
+    } while (0)
+
+static int is_ident(const char *s, int lower_only)
+{
+    if (!*s)
+        return 0;
+    for (const char *c = s; *c; c++) {
+        int ok = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+                 (!lower_only && *c >= 'A' && *c <= 'Z');
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int is_alnum_str(const char *s)
+{
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
+            return 0;
+    return 1;
+}
+
+/* How a value reads inside a canonical name (see mt_variant_make_name). */
+static void name_form(const char *v, char *out, size_t size)
+{
+    size_t i = 0;
+    for (; v[i] && i + 1 < size; i++) {
+        char c = v[i];
+        out[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : 'x';
+    }
+    out[i] = '\0';
+}
+
+/* Field of the table at `idx` without metamethods. */
+static int rawfield(lua_State *L, int idx, const char *key)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushstring(L, key);
+    return lua_rawget(L, idx);
+}
+
+/* The scalar at the top as a domain value; 0 if neither integer nor string. */
+static int read_value(lua_State *L, gen_value *out)
+{
+    memset(out, 0, sizeof *out);
+    if (lua_isinteger(L, -1)) {
+        out->is_int = 1;
+        out->i = lua_tointeger(L, -1);
+        snprintf(out->text, sizeof out->text, "%lld", (long long)out->i);
+        return 1;
+    }
+    if (lua_type(L, -1) == LUA_TSTRING) {
+        size_t n;
+        const char *s = lua_tolstring(L, -1, &n);
+        if (n == 0 || n >= sizeof out->text || strlen(s) != n || strpbrk(s, ";= \t\n"))
+            return 0;
+        mt_strlcpy(out->text, s, sizeof out->text);
+        return 1;
+    }
+    return 0;
+}
+
+static int load_params(lua_State *L, step *c, int tbl)
+{
+    gen_template *t = c->t;
+    if (rawfield(L, tbl, "params") != LUA_TTABLE)
+        FAIL(c, "template %s: 'params' must be a list of tables", t->family);
+    int np = (int)lua_rawlen(L, -1);
+    if (np < 1 || np > MT_VARIANT_MAX_PARAMS)
+        FAIL(c, "template %s: 'params' must hold 1 to %d entries, not %d", t->family,
+             MT_VARIANT_MAX_PARAMS, np);
+    for (int i = 0; i < np; i++) {
+        gen_param *p = &t->params[i];
+        if (lua_rawgeti(L, -1, i + 1) != LUA_TTABLE)
+            FAIL(c, "template %s: params[%d] must be a table", t->family, i + 1);
+        if (rawfield(L, -1, "name") != LUA_TSTRING || !is_ident(lua_tostring(L, -1), 0) ||
+            lua_rawlen(L, -1) >= sizeof p->name)
+            FAIL(c, "template %s: params[%d].name must be an identifier of at most %zu characters",
+                 t->family, i + 1, sizeof p->name - 1);
+        mt_strlcpy(p->name, lua_tostring(L, -1), sizeof p->name);
+        lua_pop(L, 1);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t->params[j].name, p->name) == 0)
+                FAIL(c, "template %s: parameter '%s' is declared twice", t->family, p->name);
+        int ty = rawfield(L, -1, "abbrev");
+        if (ty != LUA_TNIL && (ty != LUA_TSTRING || !is_alnum_str(lua_tostring(L, -1)) ||
+                               lua_rawlen(L, -1) >= sizeof p->abbrev))
+            FAIL(c, "template %s: parameter '%s': abbrev must be letters/digits, at most %zu",
+                 t->family, p->name, sizeof p->abbrev - 1);
+        if (ty == LUA_TSTRING)
+            mt_strlcpy(p->abbrev, lua_tostring(L, -1), sizeof p->abbrev);
+        lua_pop(L, 1);
+        if (rawfield(L, -1, "values") != LUA_TTABLE || lua_rawlen(L, -1) < 1)
+            FAIL(c, "template %s: parameter '%s': values must be a non-empty list", t->family,
+                 p->name);
+        int nv = (int)lua_rawlen(L, -1);
+        if (nv > 4096)
+            FAIL(c, "template %s: parameter '%s' has %d values (at most 4096)", t->family,
+                 p->name, nv);
+        p->values = calloc((size_t)nv, sizeof *p->values);
+        if (!p->values)
+            FAIL(c, "out of memory");
+        p->nvalues = nv;
+        for (int k = 0; k < nv; k++) {
+            lua_rawgeti(L, -1, k + 1);
+            if (!read_value(L, &p->values[k]))
+                FAIL(c, "template %s: parameter '%s': values[%d] must be an integer or a "
+                        "non-empty string of at most %zu characters without ';', '=' or blanks "
+                        "(got a %s)", t->family, p->name, k + 1, sizeof p->values[k].text - 1,
+                     luaL_typename(L, -1));
+            lua_pop(L, 1);
+            char a[48], b[48];
+            name_form(p->values[k].text, a, sizeof a);
+            for (int j = 0; j < k; j++) {
+                name_form(p->values[j].text, b, sizeof b);
+                if (strcmp(a, b) == 0)
+                    FAIL(c, "template %s: parameter '%s': values '%s' and '%s' give the same "
+                            "kernel name", t->family, p->name, p->values[j].text,
+                         p->values[k].text);
+            }
+        }
+        lua_pop(L, 2);   /* values, params[i] */
+    }
+    t->nparams = np;
+    lua_pop(L, 1);
+    return 1;
+}
+
+static int load_defaults(lua_State *L, step *c, int tbl)
+{
+    gen_template *t = c->t;
+    if (rawfield(L, tbl, "default_set") != LUA_TTABLE)
+        FAIL(c, "template %s: 'default_set' must be a list of partial parameter tables",
+             t->family);
+    int nd = (int)lua_rawlen(L, -1);
+    if (nd < 1)
+        FAIL(c, "template %s: 'default_set' is empty (use { {} } to make every variant a "
+                "default)", t->family);
+    t->defaults = calloc((size_t)nd, sizeof *t->defaults);
+    if (!t->defaults)
+        FAIL(c, "out of memory");
+    t->ndefaults = nd;
+    for (int i = 0; i < nd; i++) {
+        gen_default *d = &t->defaults[i];
+        for (int k = 0; k < MT_VARIANT_MAX_PARAMS; k++)
+            d->value[k] = -1;
+        if (lua_rawgeti(L, -1, i + 1) != LUA_TTABLE)
+            FAIL(c, "template %s: default_set[%d] must be a table", t->family, i + 1);
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            if (lua_type(L, -2) != LUA_TSTRING)
+                FAIL(c, "template %s: default_set[%d] has a key that is not a parameter name",
+                     t->family, i + 1);
+            const char *key = lua_tostring(L, -2);
+            int p = gen_template_param_index(t, key);
+            if (p < 0)
+                FAIL(c, "template %s: default_set[%d] names parameter '%s', which is not "
+                        "declared", t->family, i + 1, key);
+            gen_value v;
+            int vi = read_value(L, &v) ? gen_template_value_index(t, p, v.text) : -1;
+            if (vi < 0)
+                FAIL(c, "template %s: default_set[%d]: parameter '%s' has no value '%s' in its "
+                        "domain", t->family, i + 1, key,
+                     lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER
+                         ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            d->value[p] = vi;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return 1;
+}
+
+static int load_function(lua_State *L, step *c, int tbl, const char *field, int optional,
+                         int *ref)
+{
+    int ty = rawfield(L, tbl, field);
+    if (ty == LUA_TNIL && optional) {
+        lua_pop(L, 1);
+        *ref = LUA_NOREF;
+        return 1;
+    }
+    if (ty != LUA_TFUNCTION)
+        FAIL(c, "template %s: '%s' must be a function, not a %s", c->t->family, field,
+             lua_typename(L, ty));
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 1;
+}
+
+/* Protected: the template's table is at index 2. */
+static int step_load(lua_State *L, step *c)
+{
+    gen_template *t = c->t;
+    if (!lua_istable(L, 2))
+        FAIL(c, "template %s: the file must return a table, not a %s", t->path,
+             luaL_typename(L, 2));
+    if (rawfield(L, 2, "family") != LUA_TSTRING || !is_ident(lua_tostring(L, -1), 1) ||
+        strcmp(lua_tostring(L, -1), c->family) != 0)
+        FAIL(c, "template %s: 'family' must be \"%s\" (the file's base name, [a-z0-9_]+)",
+             t->path, c->family);
+    lua_pop(L, 1);
+    if (rawfield(L, 2, "version") != LUA_TNUMBER || !lua_isinteger(L, -1) ||
+        lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > 1000000000)
+        FAIL(c, "template %s: 'version' must be an integer >= 1", t->family);
+    t->version = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    int ty = rawfield(L, 2, "doc");
+    if (ty != LUA_TNIL && ty != LUA_TSTRING)
+        FAIL(c, "template %s: 'doc' must be a string", t->family);
+    if (ty == LUA_TSTRING)
+        mt_strlcpy(t->doc, lua_tostring(L, -1), sizeof t->doc);
+    lua_pop(L, 1);
+    if (!load_params(L, c, 2) || !load_defaults(L, c, 2))
+        return 0;
+    if (!load_function(L, c, 2, "valid", 1, &t->ref_valid) ||
+        !load_function(L, c, 2, "launch", 0, &t->ref_launch) ||
+        !load_function(L, c, 2, "render", 0, &t->ref_render))
+        return 0;
+    return 0;
+}
+
+static int ro_newindex(lua_State *L)
+{
+    return luaL_error(L, "the parameter table is read-only (tried to set '%s')",
+                      luaL_tolstring(L, 2, NULL));
+}
+
+static int ro_index(lua_State *L)
+{
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) == LUA_TNIL)
+        return luaL_error(L, "template reads undeclared parameter '%s'",
+                          luaL_tolstring(L, 2, NULL));
+    return 1;
+}
+
+static int ro_pairs(lua_State *L)
+{
+    lua_getglobal(L, "next");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushnil(L);
+    return 3;
+}
+
+/* Push the read-only `p` of a point. */
+static void push_point(lua_State *L, const gen_template *t, const int *point)
+{
+    lua_createtable(L, 0, t->nparams);   /* hidden values */
+    for (int i = 0; i < t->nparams; i++) {
+        const gen_value *v = &t->params[i].values[point[i]];
+        if (v->is_int)
+            lua_pushinteger(L, (lua_Integer)v->i);
+        else
+            lua_pushstring(L, v->text);
+        lua_setfield(L, -2, t->params[i].name);
+    }
+    lua_newtable(L);                     /* proxy */
+    lua_createtable(L, 0, 4);            /* its metatable */
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, ro_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ro_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, ro_pairs, 1);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushliteral(L, "read-only");
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    lua_remove(L, -2);
+}
+
+static void push_target(lua_State *L, const gen_target *tg)
+{
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, tg->arch);
+    lua_setfield(L, -2, "arch");
+    lua_pushinteger(L, tg->sm);
+    lua_setfield(L, -2, "sm");
+    lua_pushinteger(L, tg->smem_per_block);
+    lua_setfield(L, -2, "smem_per_block");
+    lua_pushinteger(L, tg->regs_per_sm);
+    lua_setfield(L, -2, "regs_per_sm");
+    lua_pushinteger(L, tg->max_threads);
+    lua_setfield(L, -2, "max_threads");
+}
+
+static int int_field(lua_State *L, int idx, const char *key, lua_Integer *out)
+{
+    int ok = rawfield(L, idx, key) == LUA_TNUMBER && lua_isinteger(L, -1);
+    if (ok)
+        *out = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return ok;
+}
+
+static int step_call(lua_State *L, step *c)
+{
+    gen_template *t = c->t;
+    int ref = c->kind == STEP_VALID ? t->ref_valid
+            : c->kind == STEP_LAUNCH ? t->ref_launch : t->ref_render;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    push_point(L, t, c->point);
+    if (c->kind == STEP_RENDER)
+        lua_pushstring(L, c->name);
+    else
+        push_target(L, c->tg);
+    lua_call(L, 2, 2);
+    if (c->kind == STEP_VALID) {
+        if (!lua_isboolean(L, -2))
+            FAIL(c, "template %s: valid() must return true, or false and a reason (got a %s)",
+                 t->family, luaL_typename(L, -2));
+        c->ok = lua_toboolean(L, -2);
+        if (!c->ok)
+            mt_strlcpy(c->reason, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                  : "(no reason given)",
+                       sizeof c->reason);
+    } else if (c->kind == STEP_LAUNCH) {
+        lua_Integer th, sm;
+        if (!lua_istable(L, -2) || !int_field(L, -2, "threads", &th) ||
+            !int_field(L, -2, "smem", &sm))
+            FAIL(c, "template %s: launch() must return { threads = <integer>, smem = <integer> }",
+                 t->family);
+        if (th < 1 || th > c->tg->max_threads)
+            FAIL(c, "template %s: launch() gives threads = %lld, outside 1..%d for %s", t->family,
+                 (long long)th, c->tg->max_threads, c->tg->arch);
+        if (sm < 0 || sm > c->tg->smem_per_block)
+            FAIL(c, "template %s: launch() gives smem = %lld, outside 0..%d for %s (valid() "
+                    "should have pruned this point)", t->family, (long long)sm,
+                 c->tg->smem_per_block, c->tg->arch);
+        c->threads = (int)th;
+        c->smem = (int)sm;
+    } else {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            FAIL(c, "template %s: render() must return a string (got a %s)", t->family,
+                 luaL_typename(L, -2));
+        size_t n;
+        const char *s = lua_tolstring(L, -2, &n);
+        c->src = malloc(n + 1);
+        if (!c->src)
+            FAIL(c, "out of memory");
+        memcpy(c->src, s, n + 1);
+        c->len = n;
+    }
+    return 0;
+}
+
+static int step_entry(lua_State *L)
+{
+    step *c = lua_touserdata(L, 1);
+    return c->kind == STEP_LOAD ? step_load(L, c) : step_call(L, c);
+}
+
+/* Run a step protected; the Lua error or the C validation failure -> msg. */
+static mt_status run_step(step *c, int with_table, char *msg, size_t msg_size)
+{
+    lua_State *L = c->t->lua->L;
+    c->st = MT_OK;
+    lua_pushcfunction(L, step_entry);
+    lua_pushlightuserdata(L, c);
+    if (with_table)
+        lua_rotate(L, -3, 2);   /* table, fn, ud -> fn, ud, table */
+    mt_status st = gen_lua_call(c->t->lua, with_table ? 2 : 1, 0, msg, msg_size);
+    if (st == MT_OK && c->st != MT_OK) {
+        free(c->src);
+        c->src = NULL;
+        st = mt_errf(msg, msg_size, c->st, "%s", c->msg);
+    }
+    return st;
+}
+
+int gen_template_param_index(const gen_template *t, const char *name)
+{
+    for (int i = 0; i < t->nparams; i++)
+        if (strcmp(t->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int gen_template_value_index(const gen_template *t, int p, const char *text)
+{
+    for (int k = 0; k < t->params[p].nvalues; k++)
+        if (strcmp(t->params[p].values[k].text, text) == 0)
+            return k;
+    return -1;
+}
+
+int gen_template_is_default(const gen_template *t, const int *point)
+{
+    for (int d = 0; d < t->ndefaults; d++) {
+        int match = 1;
+        for (int i = 0; i < t->nparams && match; i++)
+            if (t->defaults[d].value[i] >= 0 && t->defaults[d].value[i] != point[i])
+                match = 0;
+        if (match)
+            return 1;
+    }
+    return 0;
+}
+
+mt_status gen_template_load(gen_template *t, const char *path, const char *family, long budget,
+                            size_t mem_limit, char *msg, size_t msg_size)
+{
+    memset(t, 0, sizeof *t);
+    t->ref_valid = t->ref_launch = t->ref_render = LUA_NOREF;
+    mt_strlcpy(t->family, family, sizeof t->family);
+    mt_strlcpy(t->path, path, sizeof t->path);
+    mt_strlcpy(t->dir, path, sizeof t->dir);
+    char *slash = strrchr(t->dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        mt_strlcpy(t->dir, ".", sizeof t->dir);
+    char *text = NULL;
+    size_t len = 0;
+    mt_status st = mt_file_read(path, &text, &len, msg, msg_size);
+    if (st)
+        return st;
+    st = gen_lua_open(&t->lua, family, budget, mem_limit, msg, msg_size);
+    if (!st)
+        st = gen_lua_run_file(t->lua, path, text, len, msg, msg_size);
+    free(text);
+    if (st)
+        return st;
+    step c = {.kind = STEP_LOAD, .t = t, .family = family};
+    return run_step(&c, 1, msg, msg_size);
+}
+
+void gen_template_free(gen_template *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < MT_VARIANT_MAX_PARAMS; i++)
+        free(t->params[i].values);
+    free(t->defaults);
+    gen_lua_close(t->lua);
+    memset(t, 0, sizeof *t);
+}
+
+mt_status gen_template_variant(const gen_template *t, const int *point, const char *arch,
+                               mt_variant *v, char *msg, size_t msg_size)
+{
+    memset(v, 0, sizeof *v);
+    mt_strlcpy(v->family, t->family, sizeof v->family);
+    mt_strlcpy(v->arch, arch, sizeof v->arch);
+    v->template_version = t->version;
+    for (int i = 0; i < t->nparams; i++)
+        if (mt_variant_add(v, t->params[i].name, t->params[i].values[point[i]].text))
+            return mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "template %s: parameter '%s' = '%s' "
+                           "does not fit a variant", t->family, t->params[i].name,
+                           t->params[i].values[point[i]].text);
+    const char *abbrevs[MT_VARIANT_MAX_PARAMS];
+    for (int i = 0; i < t->nparams; i++)
+        abbrevs[i] = t->params[i].abbrev;
+    if (mt_variant_make_name(v, abbrevs))
+        return mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "template %s: the kernel name of a "
+                       "point is longer than %d characters", t->family, MT_VARIANT_NAME_MAX - 1);
+    return MT_OK;
+}
+
+mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *point, char *msg,
+                             size_t msg_size)
+{
+    if (v->nparams != t->nparams)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has %d parameters; "
+                       "template %s declares %d", v->name, v->nparams, t->family, t->nparams);
+    for (int i = 0; i < t->nparams; i++) {
+        const char *val = mt_variant_get(v, t->params[i].name);
+        point[i] = val ? gen_template_value_index(t, i, val) : -1;
+        if (point[i] < 0)
+            return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s: parameter '%s' = "
+                           "'%s' is not in template %s's domain", v->name, t->params[i].name,
+                           val ? val : "(missing)", t->family);
+    }
+    return MT_OK;
+}
+
+mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg, int *ok,
+                             char *reason, size_t reason_size, char *msg, size_t msg_size)
+{
+    *ok = 1;
+    if (t->ref_valid == LUA_NOREF)
+        return MT_OK;
+    step c = {.kind = STEP_VALID, .t = t, .point = point, .tg = tg};
+    mt_status st = run_step(&c, 0, msg, msg_size);
+    if (!st) {
+        *ok = c.ok;
+        mt_strlcpy(reason, c.reason, reason_size);
+    }
+    return st;
+}
+
+mt_status gen_template_launch(gen_template *t, const int *point, const gen_target *tg,
+                              int *threads, int *smem, char *msg, size_t msg_size)
+{
+    step c = {.kind = STEP_LAUNCH, .t = t, .point = point, .tg = tg};
+    mt_status st = run_step(&c, 0, msg, msg_size);
+    *threads = c.threads;
+    *smem = c.smem;
+    return st;
+}
+
+mt_status gen_template_render(gen_template *t, const int *point, const char *name, char **src,
+                              size_t *len, char *msg, size_t msg_size)
+{
+    step c = {.kind = STEP_RENDER, .t = t, .point = point, .name = name};
+    mt_status st = run_step(&c, 0, msg, msg_size);
+    *src = c.src;
+    *len = c.len;
+    return st;
+}

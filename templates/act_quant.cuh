@@ -1,0 +1,175 @@
+/*
+ * Activation quantization for the w8a8 GEMMs (mt_quant_args in moe_args.h):
+ * q = sat(rne(x / s)) with s = amax / qmax (1 when amax is 0), exactly as
+ * moetune/numeric.h and the oracle do it, so that the GPU makes the same
+ * quantization decisions. x is the value the oracle quantizes, rounded to
+ * the element dtype at the same points (router weight on input; act(gate)
+ * * up of the GEMM1 output).
+ *
+ * GRAN 1 (per tensor): grid-stride over 8-element chunks; phase 0 reduces
+ * the amax into *amax with an integer atomicMax on the float bits (valid for
+ * non-negative floats, and graph-capturable: no host round trip), phase 1
+ * quantizes. GRAN 2 (per row) and 3 (per row per 128 columns): one CTA per
+ * row; a 128-column group is 16 chunks, held by 16 consecutive lanes, so the
+ * group amax is a 16-lane shuffle reduction.
+ */
+#pragma once
+#include "mt_device.cuh"
+
+namespace mt {
+
+__device__ __forceinline__ bool quant_row_live(const mt_quant_args &a, int r)
+{
+    if (a.expert_num_tokens)
+        return r % a.max_tokens < a.expert_num_tokens[r / a.max_tokens];
+    if (a.topk_ids)
+        return slot_is_local(a.topk_ids, a.expert_map, a.num_experts, r);
+    return true;
+}
+
+
+/* Values of columns 8c..8c+7 of row r, as the oracle rounds them. */
+template <class T, int ACT>
+__device__ __forceinline__ void quant_values(const mt_quant_args &a, int r, int c, float (&v)[8])
+{
+    const T *in = static_cast<const T *>(a.in) + (int64_t)(r / a.row_div) * a.ld_in + c * 8;
+    const vec8 x = *reinterpret_cast<const vec8 *>(in);
+    if constexpr (ACT >= 0) {
+        const vec8 u = *reinterpret_cast<const vec8 *>(in + a.n);
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            v[2 * q] = round_to<T>(activate<ACT>(lo_of<T>(x.w[q])) * lo_of<T>(u.w[q]));
+            v[2 * q + 1] = round_to<T>(activate<ACT>(hi_of<T>(x.w[q])) * hi_of<T>(u.w[q]));
+        }
+    } else {
+        const float w = a.row_weight ? a.row_weight[r] : 1.0f;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            v[2 * q] = lo_of<T>(x.w[q]);
+            v[2 * q + 1] = hi_of<T>(x.w[q]);
+            if (a.row_weight) {
+                v[2 * q] = round_to<T>(v[2 * q] * w);
+                v[2 * q + 1] = round_to<T>(v[2 * q + 1] * w);
+            }
+        }
+    }
+}
+
+template <class Q> __device__ __forceinline__ float act_scale(float amax)
+{
+    return amax == 0.0f ? 1.0f : amax / qmax_of<Q>::value;
+}
+
+template <class Q>
+__device__ __forceinline__ void quant_store(const mt_quant_args &a, int r, int c, const float (&v)[8], float s)
+{
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        lo |= (uint32_t)quantize<Q>(v[q], s) << (8 * q);
+        hi |= (uint32_t)quantize<Q>(v[q + 4], s) << (8 * q);
+    }
+    uint32_t *dst = reinterpret_cast<uint32_t *>(a.q + (int64_t)r * a.n + c * 8);
+    dst[0] = lo;
+    dst[1] = hi;
+}
+
+__device__ __forceinline__ float amax8(const float (&v)[8])
+{
+    float m = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        m = fmaxf(m, fabsf(v[q]));
+    return m;
+}
+
+template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_quant(const mt_quant_args &a)
+{
+    const int chunks = a.n / 8;
+    const int tid = threadIdx.x;
+    if constexpr (GRAN == 1) {
+        const int64_t total = (int64_t)a.rows * chunks;
+        const int64_t stride = (int64_t)gridDim.x * THREADS;
+        if (a.phase == 0) {
+            float m = 0.0f;
+            for (int64_t i = (int64_t)blockIdx.x * THREADS + tid; i < total; i += stride) {
+                const int r = (int)(i / chunks), c = (int)(i % chunks);
+                if (!quant_row_live(a, r))
+                    continue;
+                float v[8];
+                quant_values<T, ACT>(a, r, c, v);
+                m = fmaxf(m, amax8(v));
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            if ((tid & 31) == 0)
+                atomicMax(a.amax, __float_as_int(m));
+            return;
+        }
+        const float s = a.static_scale ? a.static_scale[0] : act_scale<Q>(__int_as_float(*a.amax));
+        if (blockIdx.x == 0 && tid == 0)
+            a.scale[0] = s;
+        for (int64_t i = (int64_t)blockIdx.x * THREADS + tid; i < total; i += stride) {
+            const int r = (int)(i / chunks), c = (int)(i % chunks);
+            if (!quant_row_live(a, r))
+                continue;
+            float v[8];
+            quant_values<T, ACT>(a, r, c, v);
+            quant_store<Q>(a, r, c, v, s);
+        }
+        return;
+    }
+    __shared__ float red[THREADS / 32];
+    const int ng = (a.n + 127) / 128;
+    for (int r = blockIdx.x; r < a.rows; r += gridDim.x) {
+        if (!quant_row_live(a, r))   /* uniform across the CTA */
+            continue;
+        if constexpr (GRAN == 2) {
+            float m = 0.0f;
+            for (int c = tid; c < chunks; c += THREADS) {
+                float v[8];
+                quant_values<T, ACT>(a, r, c, v);
+                m = fmaxf(m, amax8(v));
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            if ((tid & 31) == 0)
+                red[tid >> 5] = m;
+            __syncthreads();
+            m = 0.0f;
+#pragma unroll
+            for (int w = 0; w < THREADS / 32; w++)
+                m = fmaxf(m, red[w]);
+            __syncthreads();   /* red is reused by the next row */
+            const float s = act_scale<Q>(m);
+            if (tid == 0)
+                a.scale[r] = s;
+            for (int c = tid; c < chunks; c += THREADS) {
+                float v[8];
+                quant_values<T, ACT>(a, r, c, v);
+                quant_store<Q>(a, r, c, v, s);
+            }
+        } else {
+            for (int c0 = 0; c0 < chunks; c0 += THREADS) {
+                const int c = c0 + tid;
+                const bool ok = c < chunks;
+                float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+                if (ok)
+                    quant_values<T, ACT>(a, r, c, v);
+                float m = amax8(v);
+#pragma unroll
+                for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+                const float s = act_scale<Q>(m);
+                if (ok && c % 16 == 0)
+                    a.scale[(int64_t)r * ng + c / 16] = s;
+                if (ok)
+                    quant_store<Q>(a, r, c, v, s);
+            }
+        }
+    }
+}
+
+} // namespace mt

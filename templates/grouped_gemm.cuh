@@ -1,0 +1,465 @@
+/*
+ * Grouped GEMM of the fused-MoE experts stage on tensor cores with a
+ * STAGES-deep cp.async pipeline, for every quant mode of moetune/problem.h.
+ *
+ * One CTA computes a BM x BN tile of one expert's product. Rows are gathered
+ * (standard format: sorted slot ids from moe_align; batched format: the
+ * expert's first expert_num_tokens rows), the weight rows are the expert's
+ * w1 or w2 rows. The epilogue stages the fp32 tile through shared memory,
+ * applies the per-row router weight and optionally the activation-and-mul
+ * (gate columns in the first half of the tile, up columns in the second),
+ * and writes 16-byte vectors.
+ *
+ * Quant traits (quant_traits below) pick the operand widths and the MMA:
+ *   none          bf16/fp16 A and B, mma m16n8k16, fp32 accumulators.
+ *   w8a8 fp8/int8 8-bit A (activations quantized by act_quant) and B,
+ *                 mma m16n8k32 e4m3 (fp32 acc) or s8 (int32 acc). Tensor and
+ *                 token scales are applied when the accumulators leave the
+ *                 registers; block scales per 128-wide K block: the partial
+ *                 sums of a block are scaled by a_scale[row, kb] *
+ *                 w_scale[e, n/128, kb] and added to a second, fp32 set.
+ *   w8a16/w4a16   bf16/fp16 A, 8-bit or packed 4-bit B staged raw in shared
+ *                 memory; each thread dequantizes its own B fragment,
+ *                 (q - zero) * scale of the group, into registers before the
+ *                 m16n8k16 MMA.
+ * The shared-memory tiles are byte arrays: a tile row is BK elements of the
+ * operand's width plus 16 bytes of padding (conflict-free ldmatrix), and one
+ * MMA step consumes 32 bytes of K of A (k16 at 16 bits, k32 at 8 bits).
+ *
+ * Fragment addressing (derivation): ldmatrix .m8n8.b16 hands lane L the
+ * 4 bytes at row L/4, bytes 4*(L%4)..+3 of each 8x16-byte matrix. For
+ * 16-bit data that is k = 2t, 2t+1 of row g; for 8-bit data k = 4t..4t+3
+ * of row g: in both cases exactly the a/b register layout of the MMA
+ * (m16n8k16 resp. m16n8k32), provided matrix 0..3 of A are (rows 0-7,
+ * bytes 0-15), (rows 8-15, bytes 0-15), (rows 0-7, bytes 16-31), (rows 8-15,
+ * bytes 16-31) of the 32-byte step, i.e. lane L points at row L%16, byte
+ * 16*(L/16); and matrices of B (stored [n][k]) are (n 0-7, bytes 0-15) ->
+ * b0, (n 0-7, bytes 16-31) -> b1 of n-tile 2jp, the same for n 8-15 and
+ * n-tile 2jp+1. So one byte-addressed load path serves both widths.
+ *
+ * Cfg provides: T (bf16/f16), QUANT (the mt_quant_mode value), FORMAT (0
+ * standard, 1 batched), EPI (0 store, 1 silu-and-mul, 2 gelu-and-mul), BM,
+ * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES.
+ */
+#pragma once
+#include "mt_device.cuh"
+
+namespace mt {
+
+template <bool C, class X, class Y> struct pick { using type = X; };
+template <class X, class Y> struct pick<false, X, Y> { using type = Y; };
+
+/* QUANT is the mt_quant_mode value: 0 none, 1-3 fp8 tensor/token/block,
+ * 4-6 int8 tensor/token/block, 7 w8a16, 8 w4a16. */
+template <int QUANT> struct quant_traits {
+    static constexpr bool W8A8 = QUANT >= 1 && QUANT <= 6;
+    static constexpr bool INT8 = QUANT >= 4 && QUANT <= 6;
+    static constexpr int GRAN = W8A8 ? (QUANT - 1) % 3 + 1 : 0;   /* 1 tensor, 2 token, 3 block */
+    static constexpr bool WONLY = QUANT == 7 || QUANT == 8;
+    static constexpr bool W4 = QUANT == 8;
+    static constexpr int A_BITS = W8A8 ? 8 : 16;
+    static constexpr int B_BITS = W8A8 || QUANT == 7 ? 8 : W4 ? 4 : 16;
+    using Tag = typename pick<INT8, s8_tag, e4m3_tag>::type;
+    using Acc = typename pick<INT8, int, float>::type;
+};
+
+template <class Cfg> struct gemm_shape {
+    using Q = quant_traits<Cfg::QUANT>;
+    static constexpr int THREADS = Cfg::WARPS_M * Cfg::WARPS_N * 32;
+    static constexpr int WM = Cfg::BM / Cfg::WARPS_M;   /* warp tile rows */
+    static constexpr int WN = Cfg::BN / Cfg::WARPS_N;   /* warp tile cols */
+    static constexpr int MT = WM / 16, NT = WN / 8;     /* mma tiles per warp */
+    static constexpr int A_ROW = Cfg::BK * Q::A_BITS / 8, B_ROW = Cfg::BK * Q::B_BITS / 8;
+    static constexpr int LDA = A_ROW + 16, LDB = B_ROW + 16;   /* bytes */
+    static constexpr int A_STAGE = Cfg::BM * LDA, B_STAGE = Cfg::BN * LDB;
+    static constexpr int A_CPR = A_ROW / 16, B_CPR = B_ROW / 16;   /* 16-byte chunks per row */
+    static constexpr int A_EPC = 128 / Q::A_BITS, B_EPC = 128 / Q::B_BITS; /* elements per chunk */
+    static constexpr int A_ITERS = (Cfg::BM * A_CPR + THREADS - 1) / THREADS;
+    static constexpr int B_ITERS = (Cfg::BN * B_CPR + THREADS - 1) / THREADS;
+    static constexpr int KSTEPS = A_ROW / 32;           /* MMA steps per tile */
+    static constexpr int LDC = Cfg::BN + 4;             /* fp32 epilogue row */
+    static constexpr bool FUSED = Cfg::EPI != 0;
+    static constexpr int OUT_COLS = FUSED ? Cfg::BN / 2 : Cfg::BN;
+    static constexpr bool BLOCK = Q::GRAN == 3;
+};
+
+/* Which rows a tile covers, resolved once per CTA. */
+struct tile_rows {
+    int expert;
+    int mb;
+    int r0;        /* batched: first row of the tile within the expert */
+    int count;     /* batched: rows of the expert */
+};
+
+template <class Cfg>
+__device__ __forceinline__ bool tile_row(const mt_gemm_args &a, const tile_rows &t, int r,
+                                         int64_t *arow, int64_t *crow, int *slot)
+{
+    if (Cfg::FORMAT == 0) {
+        int s = a.sorted_ids[t.mb * Cfg::BM + r];
+        if (s >= a.num_slots)
+            return false;
+        *slot = s;
+        *arow = s / a.a_row_div;
+        *crow = s;
+        return true;
+    }
+    int rr = t.r0 + r;
+    if (rr >= t.count)
+        return false;
+    *slot = -1;
+    *arow = (int64_t)t.expert * a.max_tokens + rr;
+    *crow = *arow;
+    return true;
+}
+
+/* Weight row (= product column) of tile column c; false past the end. The
+ * fused epilogue's tile holds gate rows in its first half, up rows after. */
+template <class Cfg> __device__ __forceinline__ bool weight_row(const mt_gemm_args &a, int nb, int c, int *n)
+{
+    if (gemm_shape<Cfg>::FUSED) {
+        const int half = Cfg::BN / 2, nn = nb * half + c % half;
+        *n = c < half ? nn : a.n_half + nn;
+        return nn < a.n_half;
+    }
+    *n = nb * Cfg::BN + c;
+    return *n < a.N;
+}
+
+/* Weight-only: dequantize two consecutive k (lo = even k) of 8-bit or
+ * packed 4-bit q into one register of two T. */
+template <class T, bool W4>
+__device__ __forceinline__ uint32_t dequant2(const unsigned char *row, int k, bool has_zero, float zero,
+                                             float scale)
+{
+    float v0, v1;
+    if (W4) {
+        const unsigned b = row[k >> 1];   /* low nibble: even k, high nibble: odd k */
+        v0 = (float)(int)(b & 15u) - zero;
+        v1 = (float)(int)(b >> 4) - zero;
+    } else {
+        const unsigned w = *reinterpret_cast<const uint16_t *>(row + k);
+        if (has_zero) {
+            v0 = (float)(int)(w & 255u) - zero;
+            v1 = (float)(int)(w >> 8) - zero;
+        } else {
+            v0 = (float)(int)(signed char)(w & 255u);
+            v1 = (float)(int)(signed char)(w >> 8);
+        }
+    }
+    return pack2<T>(v0 * scale, v1 * scale);
+}
+
+template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
+{
+    using T = typename Cfg::T;
+    using S = gemm_shape<Cfg>;
+    using Q = typename S::Q;
+    using Acc = typename Q::Acc;   /* int32 for int8, else fp32 */
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *sA = smem_raw;
+    unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
+
+    /* Tile order: GROUP_M row blocks share each column block, for L2 reuse of B. */
+    const int out_limit = S::FUSED ? a.n_half : a.N;
+    const int num_n_blocks = (out_limit + S::OUT_COLS - 1) / S::OUT_COLS;
+    const int pid = blockIdx.x;
+    const int in_group = Cfg::GROUP_M * num_n_blocks;
+    const int first_m = (pid / in_group) * Cfg::GROUP_M;
+    const int gsize = min(a.num_m_blocks - first_m, Cfg::GROUP_M);
+    tile_rows t;
+    t.mb = first_m + (pid % in_group) % gsize;
+    const int nb = (pid % in_group) / gsize;
+    t.r0 = 0;
+    t.count = 0;
+    if (Cfg::FORMAT == 0) {
+        if (t.mb * Cfg::BM >= *a.num_padded)
+            return;
+        t.expert = a.block_expert[t.mb];
+        if (t.expert < 0)
+            return;
+    } else {
+        const int bpe = (a.max_tokens + Cfg::BM - 1) / Cfg::BM;
+        t.expert = t.mb / bpe;
+        t.r0 = (t.mb % bpe) * Cfg::BM;
+        t.count = a.expert_num_tokens[t.expert];
+        if (t.r0 >= t.count)
+            return;
+    }
+
+    /* Each thread's copy sources are fixed across K: resolve them once. */
+    const unsigned char *Abase = static_cast<const unsigned char *>(a.A);
+    const unsigned char *a_src[S::A_ITERS];
+    bool a_ok[S::A_ITERS];
+#pragma unroll
+    for (int i = 0; i < S::A_ITERS; i++) {
+        const int c = tid + i * S::THREADS, r = c / S::A_CPR, cc = c % S::A_CPR;
+        int64_t arow = 0, crow;
+        int slot;
+        a_ok[i] = c < Cfg::BM * S::A_CPR && tile_row<Cfg>(a, t, r, &arow, &crow, &slot);
+        a_src[i] = Abase + (a_ok[i] ? arow * a.lda * (Q::A_BITS / 8) + cc * 16 : 0);
+    }
+    const unsigned char *b_src[S::B_ITERS];
+    bool b_ok[S::B_ITERS];
+    const unsigned char *B = static_cast<const unsigned char *>(a.B) +
+                             (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
+#pragma unroll
+    for (int i = 0; i < S::B_ITERS; i++) {
+        const int c = tid + i * S::THREADS, r = c / S::B_CPR, cc = c % S::B_CPR;
+        int n;
+        const bool ok = weight_row<Cfg>(a, nb, r, &n);
+        b_ok[i] = ok && c < Cfg::BN * S::B_CPR;
+        b_src[i] = b_ok[i] ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 + cc * 16 : B;
+    }
+
+    /* K in elements; a chunk is wholly inside or outside [0, K) because K is
+     * a multiple of every chunk width a plan admits (8, 16; 32 for w4a16). */
+    auto load_stage = [&](int stage, int kt) {
+        const int k0 = kt * Cfg::BK;
+#pragma unroll
+        for (int i = 0; i < S::A_ITERS; i++) {
+            const int c = tid + i * S::THREADS;
+            if (c < Cfg::BM * S::A_CPR) {
+                const int r = c / S::A_CPR, cc = c % S::A_CPR;
+                const bool ok = a_ok[i] && k0 + cc * S::A_EPC < a.K;
+                cp_async16(sA + stage * S::A_STAGE + r * S::LDA + cc * 16,
+                           ok ? a_src[i] + k0 * Q::A_BITS / 8 : Abase, ok ? 16 : 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < S::B_ITERS; i++) {
+            const int c = tid + i * S::THREADS;
+            if (c < Cfg::BN * S::B_CPR) {
+                const int r = c / S::B_CPR, cc = c % S::B_CPR;
+                const bool ok = b_ok[i] && k0 + cc * S::B_EPC < a.K;
+                cp_async16(sB + stage * S::B_STAGE + r * S::LDB + cc * 16,
+                           ok ? b_src[i] + k0 * Q::B_BITS / 8 : B, ok ? 16 : 0);
+            }
+        }
+    };
+
+    Acc acc[S::MT][S::NT][4];
+    /* Block modes: the scaled sum of the finished K blocks. */
+    float facc[S::BLOCK ? S::MT : 1][S::BLOCK ? S::NT : 1][4];
+#pragma unroll
+    for (int i = 0; i < S::MT; i++)
+#pragma unroll
+        for (int j = 0; j < S::NT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                acc[i][j][q] = 0;
+                if constexpr (S::BLOCK)
+                    facc[i][j][q] = 0.f;
+            }
+
+    /* Block modes: where this thread's fragment rows and columns find their
+     * scales (-1: row or column outside the problem, scale 0). */
+    int64_t sa_off[S::BLOCK ? S::MT : 1][2];
+    int64_t sw_off[S::BLOCK ? S::NT : 1][2];
+    const int kblocks = (a.K + 127) / 128;
+    if constexpr (S::BLOCK) {
+#pragma unroll
+        for (int i = 0; i < S::MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int64_t arow, crow;
+                int slot;
+                const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
+                sa_off[i][h] = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? arow * a.a_scale_ld : -1;
+            }
+        const int nblocks = (a.N + 127) / 128;
+#pragma unroll
+        for (int j = 0; j < S::NT; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int n;
+                const int c = warp_n * S::WN + j * 8 + (lane & 3) * 2 + h;
+                sw_off[j][h] = weight_row<Cfg>(a, nb, c, &n)
+                                   ? ((int64_t)t.expert * nblocks + n / 128) * kblocks
+                                   : -1;
+            }
+    }
+
+    /* Weight-only: this thread's B columns and their group scale rows. */
+    const int ngroups = Q::WONLY ? a.K / a.group : 1;
+    const bool has_zero = a.b_zero != nullptr;
+    int64_t wq_off[Q::WONLY ? S::NT : 1];
+    if constexpr (Q::WONLY) {
+#pragma unroll
+        for (int j = 0; j < S::NT; j++) {
+            int n;
+            const int c = warp_n * S::WN + j * 8 + (lane >> 2);
+            wq_off[j] = weight_row<Cfg>(a, nb, c, &n) ? ((int64_t)t.expert * a.N + n) * ngroups : -1;
+        }
+    }
+
+    const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+#pragma unroll
+    for (int s = 0; s < Cfg::STAGES - 1; s++) {
+        if (s < k_tiles)
+            load_stage(s, s);
+        cp_async_commit();
+    }
+
+    float wscale[Q::WONLY ? S::NT : 1], wzero[Q::WONLY ? S::NT : 1];
+    for (int kt = 0; kt < k_tiles; kt++) {
+        cp_async_wait<Cfg::STAGES - 2>();
+        __syncthreads();  /* stage kt landed; stage kt-1 is free for the prefetch */
+        const int nk = kt + Cfg::STAGES - 1;
+        if (nk < k_tiles)
+            load_stage(nk % Cfg::STAGES, nk);
+        cp_async_commit();
+
+        const unsigned char *tA = sA + (kt % Cfg::STAGES) * S::A_STAGE;
+        const unsigned char *tB = sB + (kt % Cfg::STAGES) * S::B_STAGE;
+#pragma unroll
+        for (int kk = 0; kk < S::KSTEPS; kk++) {
+            uint32_t af[S::MT][4];
+#pragma unroll
+            for (int i = 0; i < S::MT; i++) {
+                const int row = warp_m * S::WM + i * 16 + (lane & 15);
+                ldmatrix_x4(af[i], tA + row * S::LDA + kk * 32 + (lane >> 4) * 16);
+            }
+            if constexpr (Q::WONLY) {
+                /* k16 step: b0 holds k 2t, 2t+1 and b1 k 8+2t, 8+2t+1 of
+                 * column g; a group (>= 32, a multiple of 16) never splits
+                 * a step, so one scale serves the step. */
+                const int kg = kt * Cfg::BK + kk * 16;
+                if (kk == 0 || kg % a.group == 0) {
+#pragma unroll
+                    for (int j = 0; j < S::NT; j++) {
+                        wscale[j] = 0.f;
+                        wzero[j] = Q::W4 ? 8.f : 0.f;
+                        if (wq_off[j] >= 0) {
+                            const int64_t gi = wq_off[j] + kg / a.group;
+                            wscale[j] = a.b_scale[gi];
+                            if (has_zero)
+                                wzero[j] = (float)a.b_zero[gi];
+                        }
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < S::NT; j++) {
+                    const unsigned char *brow = tB + (warp_n * S::WN + j * 8 + (lane >> 2)) * S::LDB;
+                    const int k = kk * 16 + (lane & 3) * 2;
+                    const uint32_t b0 = dequant2<T, Q::W4>(brow, k, has_zero, wzero[j], wscale[j]);
+                    const uint32_t b1 = dequant2<T, Q::W4>(brow, k + 8, has_zero, wzero[j], wscale[j]);
+#pragma unroll
+                    for (int i = 0; i < S::MT; i++)
+                        mma16816<T>(acc[i][j], af[i], b0, b1);
+                }
+            } else {
+#pragma unroll
+                for (int jp = 0; jp < S::NT / 2; jp++) {
+                    uint32_t bf[4];
+                    const int n = warp_n * S::WN + jp * 16 + (lane >> 4) * 8 + (lane & 7);
+                    ldmatrix_x4(bf, tB + n * S::LDB + kk * 32 + ((lane >> 3) & 1) * 16);
+#pragma unroll
+                    for (int i = 0; i < S::MT; i++) {
+                        if constexpr (Q::W8A8) {
+                            mma16832<typename Q::Tag>(acc[i][2 * jp], af[i], bf[0], bf[1]);
+                            mma16832<typename Q::Tag>(acc[i][2 * jp + 1], af[i], bf[2], bf[3]);
+                        } else {
+                            mma16816<T>(acc[i][2 * jp], af[i], bf[0], bf[1]);
+                            mma16816<T>(acc[i][2 * jp + 1], af[i], bf[2], bf[3]);
+                        }
+                    }
+                }
+            }
+        }
+        if constexpr (S::BLOCK) {
+            /* End of a 128-wide K block (BK divides 128) or of K: fold. */
+            if (((kt + 1) * Cfg::BK) % 128 == 0 || kt == k_tiles - 1) {
+                const int kb = kt * Cfg::BK / 128;
+#pragma unroll
+                for (int i = 0; i < S::MT; i++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const float sa = sa_off[i][h] >= 0 ? a.a_scale[sa_off[i][h] + kb] : 0.f;
+#pragma unroll
+                        for (int j = 0; j < S::NT; j++)
+#pragma unroll
+                            for (int c = 0; c < 2; c++) {
+                                const float sw = sw_off[j][c] >= 0 ? a.b_scale[sw_off[j][c] + kb] : 0.f;
+                                facc[i][j][h * 2 + c] += (float)acc[i][j][h * 2 + c] * (sa * sw);
+                                acc[i][j][h * 2 + c] = 0;
+                            }
+                    }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  /* the pipeline buffers become the fp32 epilogue tile */
+
+    float *sC = reinterpret_cast<float *>(smem_raw);
+#pragma unroll
+    for (int i = 0; i < S::MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
+            /* Tensor / token scales leave the registers with the values. */
+            float sa = 1.f;
+            if constexpr (Q::GRAN == 1) {
+                sa = a.a_scale[0] * a.b_scale[t.expert];
+            } else if constexpr (Q::GRAN == 2) {
+                int64_t arow, crow;
+                int slot;
+                sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
+            }
+#pragma unroll
+            for (int j = 0; j < S::NT; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int col = warp_n * S::WN + j * 8 + (lane & 3) * 2 + c;
+                    float v;
+                    if constexpr (S::BLOCK) {
+                        v = facc[i][j][h * 2 + c];
+                    } else if constexpr (Q::GRAN == 2) {
+                        int n;
+                        const float sw = weight_row<Cfg>(a, nb, col, &n)
+                                             ? a.b_scale[(int64_t)t.expert * a.N + n]
+                                             : 0.f;
+                        v = (float)acc[i][j][h * 2 + c] * (sa * sw);
+                    } else {
+                        v = (float)acc[i][j][h * 2 + c] * sa;
+                    }
+                    sC[r * S::LDC + col] = v;
+                }
+        }
+    __syncthreads();
+
+    constexpr int OC = S::OUT_COLS / 8;
+    T *C = static_cast<T *>(a.C);
+    for (int c = tid; c < Cfg::BM * OC; c += S::THREADS) {
+        const int r = c / OC, cc = c % OC;
+        const int col0 = nb * S::OUT_COLS + cc * 8;
+        int64_t arow, crow;
+        int slot;
+        if (col0 >= out_limit || !tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
+            continue;
+        const float w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
+        const float *src = sC + r * S::LDC + cc * 8;
+        float v[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            /* Gate and up are rounded to the element type first, as the
+             * unfused path stores them: the fused result then matches the
+             * unfused one (and the oracle's rounding points). */
+            if constexpr (S::FUSED)
+                v[q] = activate<Cfg::EPI - 1>(round_to<T>(src[q] * w)) *
+                       round_to<T>(src[q + Cfg::BN / 2] * w);
+            else
+                v[q] = src[q] * w;
+        }
+        vec8 out;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
+        *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+    }
+}
+
+} // namespace mt

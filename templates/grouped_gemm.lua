@@ -1,0 +1,131 @@
+-- grouped_gemm: both GEMMs of the fused-MoE experts stage on tensor cores.
+-- GEMM1 (hidden x w1[e]^T, optionally with silu/gelu-and-mul fused into the
+-- epilogue) and GEMM2 (intermediate x w2[e]^T, router weight applied) are the
+-- same kernel with other run-time arguments. Every quant mode of
+-- moetune/problem.h is a value of `quant`; the weight-only group size and the
+-- presence of zero points are run-time arguments (one kernel serves groups
+-- 32/64/128 with or without zero points). Device code: grouped_gemm.cuh.
+
+local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
+local EPI = { store = 0, silu = 1, gelu = 2 }
+local FORMAT = { standard = 0, batched = 1 }
+-- Values of mt_quant_mode.
+local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
+                ["int8-tensor"] = 4, ["int8-token"] = 5, ["int8-block"] = 6,
+                w8a16 = 7, w4a16 = 8 }
+local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", "int8-token",
+                 "int8-block", "w8a16", "w4a16" }
+
+local function bits(quant)
+  local q = QUANT[quant]
+  local w8a8 = q >= 1 and q <= 6
+  local a = w8a8 and 8 or 16
+  local b = (w8a8 or quant == "w8a16") and 8 or (quant == "w4a16" and 4 or 16)
+  return a, b, w8a8
+end
+
+local function shape(p)
+  local s = {}
+  s.warps = p.WARPS_M * p.WARPS_N
+  s.threads = s.warps * 32
+  s.wm = p.BLOCK_M // p.WARPS_M
+  s.wn = p.BLOCK_N // p.WARPS_N
+  local abits, bbits = bits(p.quant)
+  s.a_row = p.BLOCK_K * abits // 8
+  s.b_row = p.BLOCK_K * bbits // 8
+  local pipeline = p.STAGES * (p.BLOCK_M * (s.a_row + 16) + p.BLOCK_N * (s.b_row + 16))
+  local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
+  s.smem = math.max(pipeline, epilogue)
+  return s
+end
+
+-- Default tiles, one per BLOCK_M that the untuned default rule picks
+-- (common/defaults.c: 16, 64 or 128 by rows per expert), per operand family.
+local TILES16 = {
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4 },
+  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 4 },
+  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3 },
+}
+local TILES8 = {
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4 },
+  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 64, GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 3 },
+  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3 },
+}
+local WONLY_TILES = TILES16
+local defaults = {}
+for _, q in ipairs(QUANTS) do
+  local _, _, w8a8 = bits(q)
+  local list = q == "none" and TILES16 or (w8a8 and TILES8 or WONLY_TILES)
+  for _, t in ipairs(list) do
+    local d = { quant = q }
+    for k, v in pairs(t) do d[k] = v end
+    defaults[#defaults + 1] = d
+  end
+end
+
+return {
+  family = "grouped_gemm",
+  version = 3,
+  doc = "grouped GEMM of the MoE experts (mma.sync, cp.async pipeline, fused epilogues, quant modes)",
+  params = {
+    { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
+    { name = "quant",    abbrev = "",  values = QUANTS },
+    { name = "format",   abbrev = "",  values = { "standard", "batched" } },
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
+    { name = "BLOCK_N",  abbrev = "n", values = { 32, 64, 128, 256 } },
+    { name = "BLOCK_K",  abbrev = "k", values = { 32, 64 } },
+    { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
+    { name = "WARPS_M",  abbrev = "wm", values = { 1, 2, 4 } },
+    { name = "WARPS_N",  abbrev = "wn", values = { 1, 2, 4 } },
+    { name = "STAGES",   abbrev = "s", values = { 2, 3, 4, 5 } },
+  },
+  default_set = defaults,
+  valid = function(p, target)
+    local s = shape(p)
+    local q = QUANT[p.quant]
+    local block = q == 3 or q == 6
+    if q >= 1 and q <= 3 and target.sm < 89 then
+      return false, "fp8 tensor cores need sm_89+"
+    end
+    if s.wm < 16 or s.wm % 16 ~= 0 then return false, "warp tile rows not a multiple of 16" end
+    if s.wn < 16 or s.wn % 16 ~= 0 then return false, "warp tile cols not a multiple of 16" end
+    if s.threads < 64 then return false, "fewer than 2 warps" end
+    -- One MMA step eats 32 bytes of an A row.
+    if s.a_row % 32 ~= 0 then return false, "BLOCK_K too small for the operand width" end
+    -- Block scales are folded per 128-wide K block: BLOCK_K must divide it.
+    if block and 128 % p.BLOCK_K ~= 0 then return false, "BLOCK_K does not divide the 128 scale block" end
+    -- Accumulators per thread (block modes keep a second fp32 set): beyond
+    -- 128 the kernel spills.
+    if s.wm * s.wn // 32 * (block and 2 or 1) > 128 then
+      return false, "accumulators exceed the register budget"
+    end
+    if p.STAGES * p.BLOCK_K < 96 and p.BLOCK_M >= 64 then
+      return false, "pipeline too shallow to hide memory latency"
+    end
+    if s.smem > target.smem_per_block then return false, "shared memory exceeds the target" end
+    return true
+  end,
+  launch = function(p, target)
+    local s = shape(p)
+    return { threads = s.threads, smem = s.smem }
+  end,
+  render = function(p, name)
+    local s = shape(p)
+    return mt.subst([[
+#include "grouped_gemm.cuh"
+struct ${NAME}_cfg {
+    using T = ${ELEM};
+    static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
+    static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M};
+    static constexpr int WARPS_M = ${WARPS_M}, WARPS_N = ${WARPS_N}, STAGES = ${STAGES};
+};
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
+{
+    mt::grouped_gemm<${NAME}_cfg>(args);
+}
+]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
+      EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
+      WARPS_M = p.WARPS_M, WARPS_N = p.WARPS_N, STAGES = p.STAGES, THREADS = s.threads })
+  end,
+}

@@ -1,0 +1,142 @@
+/*
+ * Kernel arguments of the fused-MoE kernel families, shared by the host
+ * (runtime/tuner launch code) and the device code (the templates). Plain C,
+ * passed by value as the single kernel parameter: keep it free of pointers to
+ * host memory and of types the two sides would lay out differently.
+ */
+#ifndef MT_MOE_ARGS_H
+#define MT_MOE_ARGS_H
+
+#ifdef __CUDACC_RTC__
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned short uint16_t;
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+#else
+#include <stdint.h>
+#endif
+
+/* moe_align: route the M*topk slots (slot = token*topk + j) to experts.
+ * Writes, per local expert, its slots padded to a multiple of block_m:
+ * sorted_ids[i] is a slot or `num_slots` (padding); block_expert[b] is the
+ * local expert of rows [b*block_m, (b+1)*block_m), -1 past the end. */
+typedef struct mt_align_args {
+    const int32_t *topk_ids;     /* [num_slots] */
+    const int32_t *expert_map;   /* [num_experts] global -> local, or NULL */
+    int32_t *sorted_ids;         /* [max_padded] */
+    int32_t *block_expert;       /* [max_padded / block_m] */
+    int32_t *num_padded;         /* [1] rows used in sorted_ids */
+    int32_t *error_flag;         /* [1] 0, or 1 + first slot with a bad id */
+    int32_t num_slots;
+    int32_t num_experts;         /* global E: valid ids are [0, E) */
+    int32_t local_experts;
+    int32_t block_m;
+    int32_t max_padded;
+} mt_align_args;
+
+/* grouped_gemm: C[row, n] = sum_k A[arow, k] * B[e, n, k] for the rows of
+ * each expert. Standard format: rows come from sorted_ids (row = slot),
+ * arow = slot / a_row_div. Batched format: block b covers expert
+ * b / blocks_per_expert, rows < expert_num_tokens[e]; arow = row =
+ * e * max_tokens + r. Fused activation epilogue: the tile's first half of
+ * columns are gate rows n, the second half up rows n_half + n, and C gets
+ * act(gate) * up with n_half columns. */
+typedef struct mt_gemm_args {
+    const void *A;
+    const void *B;
+    void *C;
+    int64_t lda, ldb, ldc;       /* row strides, in elements */
+    int64_t b_expert_stride;     /* elements between experts in B */
+    const int32_t *sorted_ids;
+    const int32_t *block_expert;
+    const int32_t *num_padded;
+    const int32_t *expert_num_tokens;
+    const float *row_weight;     /* if set: rows scaled by row_weight[slot] */
+    int32_t num_slots;
+    int32_t a_row_div;
+    int32_t max_tokens;
+    int32_t num_m_blocks;        /* grid extent along M, in blocks */
+    int32_t N;                   /* columns of the product (before fusion) */
+    int32_t K;
+    int32_t n_half;              /* fused activation: columns of C */
+    /* Quantized variants (moetune/problem.h layouts; n = weight row = column
+     * of the product, e = local expert, arow = the A row):
+     *   w8a8 tensor: a_scale[0] * b_scale[e]
+     *   w8a8 token:  a_scale[arow] * b_scale[e * N + n]
+     *   w8a8 block:  per 128-wide K block kb: a_scale[arow * a_scale_ld + kb]
+     *                * b_scale[(e * ceil(N/128) + n/128) * ceil(K/128) + kb]
+     *   weight-only: w = (q - zero) * b_scale[(e * N + n) * (K/group) + k/group],
+     *                zero = b_zero[same index] when b_zero is set, else 0
+     *                (w8a16, signed q) or 8 (w4a16). */
+    const float *a_scale;
+    const float *b_scale;
+    const uint8_t *b_zero;
+    int32_t a_scale_ld;
+    int32_t group;
+} mt_gemm_args;
+
+/* act_quant: quantize rows of activations to fp8 e4m3 / int8 with dynamic
+ * (or static per-tensor) scales, as moetune/numeric.h specifies. The value
+ * of element (row, k), rounded to the element dtype like the oracle:
+ *   act: round(act(in[row, k]) * in[row, n + k])  (rows of 2n elements)
+ *   row_weight set: round(in[row / row_div, k] * row_weight[row])
+ *   else: in[row / row_div, k].
+ * Rows whose slot is not local (topk_ids set) or past the expert's count
+ * (expert_num_tokens set) are skipped: neither read nor written, and left
+ * out of the per-tensor amax. Outputs: q [rows, n] bytes; scale: tensor [1],
+ * token [rows], block [rows, ceil(n/128)]. Per-tensor dynamic runs twice:
+ * phase 0 takes the amax into *amax (float bits, zeroed beforehand by the
+ * launcher), phase 1 quantizes with amax / qmax (static_scale: phase 1 only). */
+typedef struct mt_quant_args {
+    const void *in;
+    uint8_t *q;
+    float *scale;
+    const float *static_scale;
+    int32_t *amax;
+    const float *row_weight;
+    const int32_t *topk_ids;
+    const int32_t *expert_map;
+    const int32_t *expert_num_tokens;
+    int64_t ld_in;               /* elements between input rows */
+    int32_t rows;
+    int32_t n;
+    int32_t row_div;
+    int32_t num_experts;
+    int32_t max_tokens;
+    int32_t phase;
+} mt_quant_args;
+
+/* act_and_mul: out[r, :N] = act(in[r, :N]) * in[r, N:2N] for live rows. */
+typedef struct mt_act_args {
+    const void *in;
+    void *out;
+    const int32_t *topk_ids;     /* standard: rows are slots; skip ... */
+    const int32_t *expert_map;   /* ... slots whose expert is not local */
+    const int32_t *expert_num_tokens; /* batched: skip rows >= count */
+    int32_t rows;
+    int32_t N;
+    int32_t num_experts;
+    int32_t max_tokens;
+} mt_act_args;
+
+/* moe_reduce: out[t, :] = sum_j w(t, j) * Y[row(t, j), :] over local slots;
+ * row = slot_row ? slot_row[slot] (-1: skip) : slot; w = topk_weights ?
+ * topk_weights[slot] : 1. */
+typedef struct mt_reduce_args {
+    const void *Y;
+    void *out;
+    const int32_t *slot_row;
+    const int32_t *topk_ids;
+    const int32_t *expert_map;
+    const float *topk_weights;
+    int64_t ldy;
+    int32_t M;
+    int32_t topk;
+    int32_t K;
+    int32_t num_experts;
+} mt_reduce_args;
+
+#endif

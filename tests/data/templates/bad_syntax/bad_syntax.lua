@@ -1,0 +1,4 @@
+return {
+  family = "bad_syntax",
+  version = = 1,
+}

@@ -1,0 +1,559 @@
+/*
+ * Tests of the generator on the test templates in tests/data/templates/:
+ * enumeration and pruning, defaults and filters, the sandbox and its limits,
+ * template validation, amalgamation, NVRTC determinism and the compile cache.
+ * The real templates are tested by tests/test_gen_builtin.c.
+ */
+#define _DEFAULT_SOURCE
+#include "tests/support.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "moetune/gen.h"
+
+#define DATA MT_TEMPLATE_DIR_BUILD "/../tests/data/templates"
+
+/* A generator over one test folder only (no built-in templates). */
+static mt_status open_dir(const char *dir, const char *cache, mt_gen **g)
+{
+    const char *dirs[] = {dir};
+    mt_gen_config cfg = {.template_dirs = dirs, .ntemplate_dirs = 1, .no_builtin = 1,
+                         .cache_dir = cache, .no_cache = cache == NULL, .jobs = 2,
+                         .lua_instr_budget = 2000000};
+    return mt_gen_open(&cfg, g);
+}
+
+static mt_gen *open_ok(const char *dir, const char *cache)
+{
+    mt_gen *g = NULL;
+    mt_status st = open_dir(dir, cache, &g);
+    if (st)
+        fprintf(stderr, "open %s: %s\n", dir, mt_gen_errmsg(g));
+    assert_int_equal(st, MT_OK);
+    return g;
+}
+
+/* The toy family's rules, restated in C (see good/toy.lua). */
+static const int toy_blocks[] = {32, 64, 128, 256}, toy_stages[] = {1, 2, 3};
+
+static int toy_default(int d, int b, int s)
+{
+    return toy_blocks[b] == 64 || (d == 1 && toy_stages[s] == 1);
+}
+
+static void toy_expect(int smem_limit, int defaults_only, int *enumerated, int *valid,
+                       int *smem_pruned, int *f16_pruned)
+{
+    *enumerated = *valid = *smem_pruned = *f16_pruned = 0;
+    for (int d = 0; d < 2; d++)
+        for (int b = 0; b < 4; b++)
+            for (int s = 0; s < 3; s++) {
+                if (defaults_only && !toy_default(d, b, s))
+                    continue;
+                ++*enumerated;
+                if (toy_blocks[b] * toy_stages[s] * 256 > smem_limit)
+                    ++*smem_pruned;
+                else if (d == 1 && toy_blocks[b] == 32)
+                    ++*f16_pruned;
+                else
+                    ++*valid;
+            }
+}
+
+static int reason_count(const mt_prune_report *r, const char *reason)
+{
+    for (int i = 0; i < r->nreasons; i++)
+        if (strcmp(r->reasons[i].reason, reason) == 0)
+            return r->reasons[i].count;
+    return 0;
+}
+
+static void test_enumerate_counts(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/good", NULL);
+    assert_int_equal(mt_gen_family_count(g), 1);
+    assert_string_equal(mt_gen_family_name(g, 0), "toy");
+    struct { const char *arch; int smem; } archs[] = {{"sm_86", 101376}, {"sm_90a", 232448},
+                                                       {"sm_80", 166912}};
+    for (size_t a = 0; a < MT_ARRAY_LEN(archs); a++)
+        for (int defaults = 0; defaults <= 1; defaults++) {
+            mt_gen_filter f = {.family = "toy", .arch = archs[a].arch, .defaults_only = defaults};
+            mt_variant *v = NULL;
+            size_t n = 0;
+            mt_prune_report r;
+            assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, &r), MT_OK);
+            int e, ok, ps, pf;
+            toy_expect(archs[a].smem, defaults, &e, &ok, &ps, &pf);
+            assert_int_equal(r.enumerated, e);
+            assert_int_equal(r.valid, ok);
+            assert_int_equal((int)n, ok);
+            assert_int_equal(reason_count(&r, "shared memory exceeds the target"), ps);
+            assert_int_equal(reason_count(&r, "f16 needs BLOCK >= 64"), pf);
+            assert_int_equal(r.nreasons, (ps > 0) + (pf > 0));
+            /* Typed variants: params in declaration order, launch, name. */
+            for (size_t i = 0; i < n; i++) {
+                assert_string_equal(v[i].family, "toy");
+                assert_string_equal(v[i].arch, archs[a].arch);
+                assert_int_equal(v[i].template_version, 1);
+                assert_int_equal(v[i].nparams, 3);
+                assert_string_equal(v[i].params[1].name, "BLOCK");
+                int64_t blk = mt_variant_int(&v[i], "BLOCK", -1),
+                        stg = mt_variant_int(&v[i], "STAGES", -1);
+                assert_int_equal(v[i].threads, blk);
+                assert_int_equal(v[i].smem_bytes, blk * stg * 256);
+                char want[64];
+                snprintf(want, sizeof want, "mtk_toy_%s_b%d_s%d", mt_variant_get(&v[i], "dtype"),
+                         (int)blk, (int)stg);
+                assert_string_equal(v[i].name, want);
+            }
+            /* Deterministic order: the first parameter turns slowest. */
+            if (!defaults && n > 1) {
+                assert_string_equal(v[0].name, "mtk_toy_f32_b32_s1");
+                assert_string_equal(v[1].name, "mtk_toy_f32_b32_s2");
+            }
+            free(v);
+        }
+    mt_gen_close(g);
+}
+
+static void test_filters(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/good", NULL);
+    mt_variant *v = NULL;
+    size_t n = 0;
+    mt_gen_filter f = {.family = "toy", .arch = "sm_90a", .nparams = 3};
+    f.params[0].name = "dtype";
+    f.params[0].value = "f16";
+    f.params[1].name = "BLOCK";
+    f.params[1].value = "64";
+    f.params[2].name = "BLOCK";
+    f.params[2].value = "128";
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 2 * 3);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(mt_variant_get(&v[i], "dtype"), "f16");
+    free(v);
+
+    f.nparams = 1;
+    f.params[0].name = "BLOCK";
+    f.params[0].value = "48";
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "BLOCK"));
+    assert_non_null(strstr(mt_gen_errmsg(g), "48"));
+    f.params[0].name = "BLOK";
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "BLOK"));
+    /* Every family: an undeclared parameter is an error only if no family has it. */
+    f.family = NULL;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "BLOK"));
+    f.arch = "sm_75";
+    f.nparams = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(mt_gen_errmsg(g), "sm_75"));
+    /* compute_90 is known and uses the sm_90 limits. */
+    f.arch = "compute_90";
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_true(n > 0);
+    assert_string_equal(v[0].arch, "compute_90");
+    mt_variant found;
+    assert_int_equal(mt_gen_find(g, v[n - 1].name, "compute_90", &found), MT_OK);
+    assert_memory_equal(&found, &v[n - 1], sizeof found);
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f16_b32_s1", "sm_90a", &found), MT_ERR_NOT_FOUND);
+    free(v);
+    mt_gen_close(g);
+}
+
+static void expect_open_error(const char *dir, mt_status want, const char *const *needles)
+{
+    mt_gen *g = NULL;
+    mt_status st = open_dir(dir, NULL, &g);
+    const char *msg = mt_gen_errmsg(g);
+    if (st != want)
+        fprintf(stderr, "%s: status %d, message: %s\n", dir, st, msg);
+    assert_int_equal(st, want);
+    for (const char *const *n = needles; *n; n++) {
+        if (!strstr(msg, *n))
+            fprintf(stderr, "message lacks '%s': %s\n", *n, msg);
+        assert_non_null(strstr(msg, *n));
+    }
+    mt_gen_close(g);
+}
+
+static void test_bad_templates(void **state)
+{
+    (void)state;
+    unlink("/tmp/moetune-evil-was-here");
+    expect_open_error(DATA "/bad_syntax", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_syntax.lua:3:", NULL});
+    expect_open_error(DATA "/bad_toplevel", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_toplevel.lua:2:", "io", NULL});
+    assert_int_not_equal(access("/tmp/moetune-evil-was-here", F_OK), 0);
+    expect_open_error(DATA "/bad_default", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_default", "BLOCK_M", "48", NULL});
+    expect_open_error(DATA "/bad_values", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_values", "SPLIT_K", "values[3]", NULL});
+    expect_open_error(DATA "/does_not_exist", MT_ERR_IO,
+                      (const char *[]){"does_not_exist", NULL});
+    mt_gen_close(NULL);
+}
+
+/* The variant of the evil family doing `what`, enumerated with a filter. */
+static mt_status evil_variant(mt_gen *g, const char *what, mt_variant *out)
+{
+    mt_gen_filter f = {.family = "evil", .arch = "sm_90a", .nparams = 1};
+    f.params[0].name = "what";
+    f.params[0].value = what;
+    mt_variant *v = NULL;
+    size_t n = 0;
+    mt_status st = mt_gen_enumerate(g, &f, &v, &n, NULL);
+    if (!st) {
+        assert_int_equal((int)n, 1);
+        *out = v[0];
+    }
+    free(v);
+    return st;
+}
+
+static void test_sandbox(void **state)
+{
+    (void)state;
+    unlink("/tmp/moetune-evil-was-here");
+    mt_gen *g = open_ok(DATA "/evil", NULL);
+    mt_variant v;
+    char *src = NULL;
+    /* Forbidden functions: a clear error naming the template and its line. */
+    static const struct { const char *what, *needle; } cases[] = {
+        {"os", "'os'"}, {"io", "'io'"}, {"require", "'require'"}, {"load", "'load'"},
+        {"dofile", "'dofile'"}, {"dump", "dump"}, {"random", "random"}, {"debug", "'debug'"},
+        {"pwrite", "read-only"}, {"undeclared", "BLOCK_M"}, {"nonstring", "must return a string"},
+    };
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        assert_int_equal(evil_variant(g, cases[i].what, &v), MT_OK);
+        mt_status st = mt_gen_source(g, &v, &src, NULL);
+        const char *msg = mt_gen_errmsg(g);
+        if (st != MT_ERR_TEMPLATE || !strstr(msg, cases[i].needle) || !strstr(msg, "evil"))
+            fprintf(stderr, "case %s: %d %s\n", cases[i].what, st, msg);
+        assert_int_equal(st, MT_ERR_TEMPLATE);
+        assert_null(src);
+        assert_non_null(strstr(msg, cases[i].needle));
+        if (strcmp(cases[i].what, "nonstring") != 0)
+            assert_non_null(strstr(msg, "evil.lua:"));
+    }
+    assert_int_not_equal(access("/tmp/moetune-evil-was-here", F_OK), 0);
+
+    /* Limits: endless loops (even inside pcall) and memory hogs. */
+    assert_int_equal(evil_variant(g, "loop", &v), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "instruction budget"));
+    assert_null(strstr(mt_gen_errmsg(g), "invalid option"));
+    assert_non_null(strstr(mt_gen_errmsg(g), "(2000000 instructions)"));
+    assert_non_null(strstr(mt_gen_errmsg(g), "evil.lua:"));
+    assert_int_equal(evil_variant(g, "pcallloop", &v), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "instruction budget"));
+    assert_int_equal(evil_variant(g, "hog", &v), MT_OK);
+    assert_int_equal(mt_gen_source(g, &v, &src, NULL), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "memory limit"));
+    assert_int_equal(evil_variant(g, "pcallhog", &v), MT_OK);
+    assert_int_equal(mt_gen_source(g, &v, &src, NULL), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "memory limit"));
+    assert_int_equal(evil_variant(g, "badlaunch", &v), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "threads = 4096"));
+
+    /* The state still works after all that. */
+    assert_int_equal(evil_variant(g, "ok", &v), MT_OK);
+    size_t len = 0;
+    assert_int_equal(mt_gen_source(g, &v, &src, &len), MT_OK);
+    assert_non_null(strstr(src, "mtk_evil_ok"));
+    assert_int_equal(len, strlen(src));
+    free(src);
+    /* A variant from elsewhere must agree with the loaded template. */
+    v.template_version = 2;
+    assert_int_equal(mt_gen_source(g, &v, &src, NULL), MT_ERR_INCOMPATIBLE);
+    v.template_version = 1;
+    mt_strlcpy(v.params[0].value, "nope", sizeof v.params[0].value);
+    assert_int_equal(mt_gen_source(g, &v, &src, NULL), MT_ERR_INCOMPATIBLE);
+    mt_gen_close(g);
+}
+
+static void test_amalgamation(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/good", NULL);
+    mt_variant v;
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f16_b64_s2", "sm_90a", &v), MT_OK);
+    char *src = NULL;
+    assert_int_equal(mt_gen_source(g, &v, &src, NULL), MT_OK);
+    /* Quoted includes are inlined once, with #line; angle includes stay. */
+    assert_null(strstr(src, "#include \"toy"));
+    assert_non_null(strstr(src, "#include <cuda_fp16.h>"));
+    assert_non_null(strstr(src, "#line 1 \"toy.cuh\""));
+    assert_non_null(strstr(src, "#line 1 \"toy_math.cuh\""));
+    const char *first = strstr(src, "toy_scale(float x)");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "toy_scale(float x)"));
+    assert_non_null(strstr(src, "extern \"C\" __global__ void mtk_toy_f16_b64_s2(__half *out)"));
+    assert_non_null(strstr(src, "toy_body<__half, 64, 2>"));
+    free(src);
+    char h1[65], h2[65];
+    assert_int_equal(mt_gen_template_hash(g, "toy", h1), MT_OK);
+    assert_int_equal(mt_gen_template_hash(g, "toy", h2), MT_OK);
+    assert_string_equal(h1, h2);
+    assert_int_equal(strlen(h1), 64);
+    assert_int_equal(mt_gen_template_hash(g, "nope", h1), MT_ERR_NOT_FOUND);
+    mt_gen_close(g);
+}
+
+static void test_override(void **state)
+{
+    (void)state;
+    /* A user folder's family wins over the built-in folder's. */
+    char *saved = getenv("MT_TEMPLATE_DIR") ? strdup(getenv("MT_TEMPLATE_DIR")) : NULL;
+    setenv("MT_TEMPLATE_DIR", DATA "/good", 1);
+    const char *dirs[] = {DATA "/override"};
+    mt_gen_config cfg = {.template_dirs = dirs, .ntemplate_dirs = 1, .no_cache = 1};
+    mt_gen *g = NULL;
+    assert_int_equal(mt_gen_open(&cfg, &g), MT_OK);
+    assert_int_equal(mt_gen_family_count(g), 1);
+    assert_non_null(strstr(mt_gen_family_path(g, 0), "override/toy.lua"));
+    assert_int_equal(mt_gen_template_dir_count(g), 2);
+    assert_non_null(strstr(mt_gen_template_dir(g, 1), "good"));
+    mt_gen_filter f = {.family = "toy", .arch = "sm_80"};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 2);
+    assert_int_equal(v[0].template_version, 7);
+    assert_string_equal(v[0].name, "mtk_toy_w1");
+    free(v);
+    mt_gen_close(g);
+    /* Without the user folder the built-in toy is back. */
+    cfg.ntemplate_dirs = 0;
+    assert_int_equal(mt_gen_open(&cfg, &g), MT_OK);
+    assert_non_null(strstr(mt_gen_family_path(g, 0), "good/toy.lua"));
+    mt_gen_close(g);
+    if (saved)
+        setenv("MT_TEMPLATE_DIR", saved, 1);
+    else
+        unsetenv("MT_TEMPLATE_DIR");
+    free(saved);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mt_file_read(from, &data, &len, NULL, 0), MT_OK);
+    assert_int_equal(mt_file_write_atomic(to, data, len, NULL, 0), MT_OK);
+    free(data);
+}
+
+/* The single cache entry's path in `dir`. */
+static void cache_entry(const char *dir, char *path, size_t size)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".bin")) {
+            int n = snprintf(path, size, "%s/%s", dir, e->d_name);
+            assert_true(n > 0 && (size_t)n < size);
+            found++;
+        }
+    closedir(d);
+    assert_int_equal(found, 1);
+}
+
+static void compile_one(mt_gen *g, const mt_variant *v, mt_kernel_binary **b)
+{
+    mt_status st = mt_gen_compile(g, v, 1, b);
+    if (st)
+        fprintf(stderr, "compile: %s\n", mt_gen_errmsg(g));
+    assert_int_equal(st, MT_OK);
+    assert_int_equal((*b)[0].status, MT_OK);
+    assert_true((*b)[0].image_len > 0);
+}
+
+static void test_determinism_and_ptx(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/good", NULL);   /* no cache: NVRTC runs each time */
+    mt_variant v[2];
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f16_b128_s2", "sm_90a", &v[0]), MT_OK);
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f16_b128_s2", "compute_90", &v[1]), MT_OK);
+    mt_kernel_binary *a = NULL, *b = NULL;
+    assert_int_equal(mt_gen_compile(g, v, 2, &a), MT_OK);
+    assert_int_equal(mt_gen_compile(g, v, 2, &b), MT_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(a[i].status, MT_OK);
+        assert_int_equal(a[i].cache_hit, 0);
+        assert_int_equal(a[i].image_len, b[i].image_len);
+        assert_memory_equal(a[i].image, b[i].image, a[i].image_len);
+        assert_string_equal(a[i].source_sha, b[i].source_sha);
+        assert_non_null(a[i].log);
+    }
+    assert_int_equal(a[0].is_ptx, 0);
+    assert_memory_equal(a[0].image, "\177ELF", 4);
+    assert_int_equal(a[1].is_ptx, 1);
+    assert_non_null(strstr((const char *)a[1].image, ".entry mtk_toy_f16_b128_s2"));
+    assert_int_equal(a[1].image[a[1].image_len - 1], '\0');
+    mt_kernel_binaries_free(a, 2);
+    mt_kernel_binaries_free(b, 2);
+    mt_kernel_binaries_free(NULL, 0);
+    mt_gen_close(g);
+}
+
+static void test_cache(void **state)
+{
+    (void)state;
+    const char *tmp = mt_test_tmpdir("gen-cache");
+    char tdir[512], cdir[512], path[1024];
+    snprintf(tdir, sizeof tdir, "%s/templates", tmp);
+    snprintf(cdir, sizeof cdir, "%s/cache", tmp);
+    assert_int_equal(mt_mkdirs(tdir, NULL, 0), MT_OK);
+    static const char *files[] = {"toy.lua", "toy.cuh", "toy_math.cuh"};
+    for (size_t i = 0; i < MT_ARRAY_LEN(files); i++) {
+        char from[1024];
+        snprintf(from, sizeof from, "%s/good/%s", DATA, files[i]);
+        snprintf(path, sizeof path, "%s/%s", tdir, files[i]);
+        copy_file(from, path);
+    }
+    mt_gen *g = open_ok(tdir, cdir);
+    assert_string_equal(mt_gen_cache_dir(g), cdir);
+    mt_variant v;
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f32_b64_s1", "sm_80", &v), MT_OK);
+    mt_kernel_binary *first = NULL, *b = NULL;
+    compile_one(g, &v, &first);
+    assert_int_equal(first[0].cache_hit, 0);
+    compile_one(g, &v, &b);   /* second compile: a hit, the same bytes */
+    assert_int_equal(b[0].cache_hit, 1);
+    assert_int_equal(b[0].image_len, first[0].image_len);
+    assert_memory_equal(b[0].image, first[0].image, b[0].image_len);
+    mt_kernel_binaries_free(b, 1);
+    mt_gen_stats s;
+    mt_gen_get_stats(g, &s);
+    assert_int_equal(s.cache_hits, 1);
+    assert_int_equal(s.cache_misses, 1);
+    assert_int_equal(s.compiled, 1);
+
+    /* A corrupted entry is detected, recompiled and overwritten. */
+    char entry[700];
+    cache_entry(cdir, entry, sizeof entry);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mt_file_read(entry, &data, &len, NULL, 0), MT_OK);
+    data[len - 10] ^= 0x5a;
+    assert_int_equal(mt_file_write_atomic(entry, data, len, NULL, 0), MT_OK);
+    free(data);
+    compile_one(g, &v, &b);
+    assert_int_equal(b[0].cache_hit, 0);
+    assert_memory_equal(b[0].image, first[0].image, b[0].image_len);
+    mt_kernel_binaries_free(b, 1);
+    mt_gen_get_stats(g, &s);
+    assert_int_equal(s.cache_corrupt, 1);
+    compile_one(g, &v, &b);
+    assert_int_equal(b[0].cache_hit, 1);
+    mt_kernel_binaries_free(b, 1);
+    /* A truncated entry too. */
+    assert_int_equal(mt_file_write_atomic(entry, "MTKCACHE", 8, NULL, 0), MT_OK);
+    compile_one(g, &v, &b);
+    assert_int_equal(b[0].cache_hit, 0);
+    mt_kernel_binaries_free(b, 1);
+    mt_gen_get_stats(g, &s);
+    assert_int_equal(s.cache_corrupt, 2);
+
+    /* A change in an included header changes the key (and the template hash). */
+    char h1[65], h2[65];
+    assert_int_equal(mt_gen_template_hash(g, "toy", h1), MT_OK);
+    snprintf(path, sizeof path, "%s/toy_math.cuh", tdir);
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fputs("// edited\n", f);
+    fclose(f);
+    assert_int_equal(mt_gen_template_hash(g, "toy", h2), MT_OK);
+    assert_string_not_equal(h1, h2);
+    compile_one(g, &v, &b);
+    assert_int_equal(b[0].cache_hit, 0);
+    assert_string_not_equal(b[0].source_sha, first[0].source_sha);
+    assert_non_null(strstr(b[0].source, "// edited"));
+    mt_kernel_binaries_free(b, 1);
+    mt_kernel_binaries_free(first, 1);
+
+    /* A batch mixing hits and misses, in any order, then all hits. */
+    mt_variant batch[4];
+    static const char *names[] = {"mtk_toy_f32_b32_s1", "mtk_toy_f32_b64_s1",
+                                  "mtk_toy_f16_b64_s1", "mtk_toy_f32_b32_s2"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mt_gen_find(g, names[i], "sm_80", &batch[i]), MT_OK);
+    assert_int_equal(mt_gen_compile(g, batch + 1, 1, &b), MT_OK);
+    mt_kernel_binaries_free(b, 1);
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(mt_gen_compile(g, batch, 4, &b), MT_OK);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(b[i].status, MT_OK);
+            assert_string_equal(b[i].variant.name, names[i]);
+            assert_int_equal(b[i].cache_hit, round == 1 || i == 1);
+            assert_non_null(strstr((const char *)b[i].source, names[i]));
+        }
+        mt_kernel_binaries_free(b, 4);
+    }
+    mt_gen_close(g);
+}
+
+static void test_compile_failure_is_per_item(void **state)
+{
+    (void)state;
+    const char *tmp = mt_test_tmpdir("gen-fail");
+    char path[600];
+    static const char broken[] =
+        "return { family = \"broken\", version = 1,\n"
+        "  params = { { name = \"OK\", values = { 0, 1 } } },\n"
+        "  default_set = { {} },\n"
+        "  launch = function(p, t) return { threads = 32, smem = 0 } end,\n"
+        "  render = function(p, name)\n"
+        "    if p.OK == 1 then return 'extern \"C\" __global__ void ' .. name .. '() {}\\n' end\n"
+        "    return 'extern \"C\" __global__ void ' .. name .. '() { undefined_thing(); }\\n'\n"
+        "  end }\n";
+    snprintf(path, sizeof path, "%s/broken.lua", tmp);
+    assert_int_equal(mt_file_write_atomic(path, broken, sizeof broken - 1, NULL, 0), MT_OK);
+    mt_gen *g = open_ok(tmp, NULL);
+    mt_gen_filter f = {.family = "broken", .arch = "sm_89"};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 2);
+    mt_kernel_binary *b = NULL;
+    assert_int_equal(mt_gen_compile(g, v, n, &b), MT_ERR_NVRTC);
+    assert_int_equal(b[0].status, MT_ERR_NVRTC);
+    assert_non_null(strstr(b[0].log, "undefined_thing"));
+    assert_non_null(strstr(b[0].log, "mtk_broken_0.cu"));
+    assert_null(b[0].image);
+    assert_int_equal(b[1].status, MT_OK);
+    assert_non_null(strstr(mt_gen_errmsg(g), "1 of 2"));
+    mt_kernel_binaries_free(b, n);
+    free(v);
+    mt_gen_close(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enumerate_counts),
+        cmocka_unit_test(test_filters),
+        cmocka_unit_test(test_bad_templates),
+        cmocka_unit_test(test_sandbox),
+        cmocka_unit_test(test_amalgamation),
+        cmocka_unit_test(test_override),
+        cmocka_unit_test(test_determinism_and_ptx),
+        cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_compile_failure_is_per_item),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
