@@ -1,10 +1,174 @@
-/* `moetune tune`: being built (see the open issues); reports that plainly. */
+/*
+ * `moetune tune`: the main job. Tunes one problem shape over an M sweep on
+ * this GPU into a database (see moetune/tuner.h).
+ */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "common/cuda_driver.h"
+#include "moetune/tuner.h"
+
+/* GPU count, asked in a child process: this process must not initialize
+ * CUDA before it forks its workers. */
+static int count_gpus(void)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char m[256];
+        int n = 0;
+        if (mt_cuda_load(m, sizeof m) == MT_OK)
+            mt_cu.cuDeviceGetCount(&n);
+        _exit(n > 200 ? 200 : n);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+        return 0;
+    return WEXITSTATUS(status);
+}
+
+static int parse_devices(const char *v, mt_tune_opts *o)
+{
+    if (!strcmp(v, "all")) {
+        o->ndevices = count_gpus();
+        for (int i = 0; i < o->ndevices && i < 64; i++)
+            o->devices[i] = i;
+        if (o->ndevices == 0)
+            fprintf(stderr, "moetune tune: --devices all: no GPU found\n");
+        return o->ndevices > 0;
+    }
+    int64_t d[64];
+    int n = 0;
+    if (!mt_arg_int_list(v, 0, 1023, d, 64, &n))
+        return 0;
+    for (int i = 0; i < n; i++)
+        o->devices[i] = (int)d[i];
+    o->ndevices = n;
+    return 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: moetune tune (--preset NAME | --E n --topk n --K n --N n) [options]\n\n"
+            MT_SHAPE_ARGS_HELP
+            "  --M LIST              token counts (default 1 2 4 8 16 24 32 48 64 96 128 256\n"
+            "                        512 1024 1536 2048 3072 4096)\n"
+            "  --routing R           uniform (default), balanced or skewed\n"
+            "  --db PATH             the database to write (default moetune.db)\n"
+            "  --max-candidates N    GEMM1 tiles timed per M (default 12; GEMM2: half)\n"
+            "  --timeout S           per-candidate time limit in seconds (default 30)\n"
+            "  --reps N              timed repetitions per candidate (default 20)\n"
+            "  --device N            GPU ordinal (default 0)\n"
+            "  --devices all|0,1,..  one worker per GPU, the M values dealt between them\n"
+            "  --shard I/N           only work items i with i %% N == I (Slurm array task,\n"
+            "                        Kubernetes indexed Job); merge shards with `moetune db merge`\n"
+            "  --no-isolate          run in this process (a faulting kernel ends the run)\n"
+            "  --backend gpu|fake    fake: deterministic numbers without a GPU (for tests)\n"
+            "  --list-presets        print the model presets\n\n"
+            "Every candidate is checked against the CPU oracle before it is timed; faults\n"
+            "and hangs are recorded as rejected and the run carries on. Results are\n"
+            "committed as measured: rerunning the same command resumes.\n"
+            "Exit codes: 0 ok, 1 failed, 2 bad usage, 3 no GPU or driver.\n");
+}
+
 int mt_cmd_tune(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moetune tune: not built yet in this version\n");
-    return MT_EXIT_FAIL;
+    mt_shape_args sa;
+    mt_shape_args_init(&sa);
+    mt_tune_opts o;
+    memset(&o, 0, sizeof o);
+    mt_tune_default_ms(&o);
+    o.db_path = "moetune.db";
+    o.isolate = 1;
+    o.log = stderr;
+    int64_t x;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return MT_EXIT_OK;
+        }
+        if (!strcmp(a, "--list-presets")) {
+            mt_print_presets();
+            return MT_EXIT_OK;
+        }
+        if (!strcmp(a, "--no-isolate")) {
+            o.isolate = 0;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "moetune tune: %s needs a value\n", a);
+            return MT_EXIT_USAGE;
+        }
+        i++;
+        int taken = mt_shape_args_take(&sa, "tune", a, v), ok = 1;
+        if (taken < 0)
+            return MT_EXIT_USAGE;
+        if (taken)
+            continue;
+        if (!strcmp(a, "--M"))
+            ok = mt_arg_int_list(v, 1, 1 << 20, o.Ms, MT_TUNE_MAX_M, &o.nM);
+        else if (!strcmp(a, "--routing")) {
+            mt_routing r;
+            ok = mt_routing_parse(v, &r) == MT_OK;
+            o.routing = v;
+        } else if (!strcmp(a, "--db"))
+            o.db_path = v;
+        else if (!strcmp(a, "--max-candidates"))
+            ok = mt_arg_int(v, 1, 1000, &x), o.max_candidates = (int)x;
+        else if (!strcmp(a, "--timeout"))
+            ok = mt_arg_int(v, 1, 86400, &x), o.candidate_timeout_s = (double)x;
+        else if (!strcmp(a, "--reps"))
+            ok = mt_arg_int(v, 1, 10000, &x), o.reps = (int)x;
+        else if (!strcmp(a, "--device"))
+            ok = mt_arg_int(v, 0, 1023, &x), o.device = (int)x;
+        else if (!strcmp(a, "--devices"))
+            ok = parse_devices(v, &o);
+        else if (!strcmp(a, "--shard")) {
+            int64_t i0, n0;
+            char *slash = strchr(v, '/');
+            ok = slash != NULL;
+            if (ok) {
+                *slash = '\0';
+                ok = mt_arg_int(v, 0, 1 << 20, &i0) && mt_arg_int(slash + 1, 1, 1 << 20, &n0) &&
+                     i0 < n0;
+                *slash = '/';
+                o.shard_index = (int)i0, o.shard_count = (int)n0;
+            }
+        } else if (!strcmp(a, "--backend")) {
+            ok = !strcmp(v, "gpu") || !strcmp(v, "fake");
+            o.backend = v;
+        } else {
+            fprintf(stderr, "moetune tune: unknown option %s\n", a);
+            return MT_EXIT_USAGE;
+        }
+        if (!ok) {
+            fprintf(stderr, "moetune tune: bad value '%s' for %s\n", v, a);
+            return MT_EXIT_USAGE;
+        }
+    }
+    if (!mt_shape_args_finish(&sa, "tune"))
+        return MT_EXIT_USAGE;
+    o.shape = sa.shape;
+    o.label = sa.label;
+    mt_tune_summary *s = calloc(1, sizeof *s);
+    if (!s)
+        return MT_EXIT_FAIL;
+    char msg[2048];
+    mt_status st = mt_tune_run(&o, s, msg, sizeof msg);
+    if (st) {
+        fprintf(stderr, "moetune tune: %s: %s\n", mt_status_str(st), msg);
+        free(s);
+        return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU : MT_EXIT_FAIL;
+    }
+    mt_tune_print_summary(&o, s, stdout);
+    free(s);
+    return MT_EXIT_OK;
 }

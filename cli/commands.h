@@ -12,5 +12,6 @@ int mt_cmd_gen(int argc, char **argv);
 int mt_cmd_db(int argc, char **argv);
 int mt_cmd_tune(int argc, char **argv);
 int mt_cmd_info(int argc, char **argv);
+int mt_cmd_bench(int argc, char **argv);
 
 #endif

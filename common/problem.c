@@ -252,3 +252,19 @@ mt_status mt_problem_validate(const mt_problem *p, char *msg, size_t msg_size)
                        (long long)p->max_tokens, MT_MAX_TOKENS);
     return MT_OK;
 }
+
+const char *mt_routing_name(mt_routing r)
+{
+    static const char *const names[MT_ROUTING_COUNT_] = {"uniform", "balanced", "skewed"};
+    return (unsigned)r < MT_ROUTING_COUNT_ ? names[r] : "unknown";
+}
+
+mt_status mt_routing_parse(const char *s, mt_routing *out)
+{
+    for (int i = 0; s && i < MT_ROUTING_COUNT_; i++)
+        if (strcmp(s, mt_routing_name((mt_routing)i)) == 0) {
+            *out = (mt_routing)i;
+            return MT_OK;
+        }
+    return MT_ERR_INVALID_ARG;
+}

@@ -149,3 +149,17 @@ mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t ms
     free(copy);
     return st;
 }
+
+int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
+                        const char *value)
+{
+    if (strcmp(v->family, like->family) || strcmp(v->arch, like->arch) ||
+        v->nparams != like->nparams)
+        return 0;
+    for (int i = 0; i < v->nparams; i++) {
+        const char *want = strcmp(like->params[i].name, param) ? like->params[i].value : value;
+        if (strcmp(v->params[i].name, like->params[i].name) || strcmp(v->params[i].value, want))
+            return 0;
+    }
+    return 1;
+}

@@ -96,7 +96,9 @@ mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id
     if (!db || !e)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_entry: NULL argument")
                   : MT_ERR_INVALID_ARG;
-    if (!e->key.sku[0] || e->M < 1 || !ok_time(e->time_us) || !ok_time(e->default_time_us) ||
+    /* The default may have failed its check: then it has no time. */
+    if (!e->key.sku[0] || e->M < 1 || !ok_time(e->time_us) ||
+        !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME) ||
         !ok_time(e->rel_err) || !(isfinite(e->cublas_time_us)) || !e->pipeline.backend[0])
         return mt_db__fail(db, MT_ERR_INVALID_ARG,
                            "put_entry: needs a SKU, M >= 1, a backend, finite times and error");

@@ -9,24 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const routing_names[MT_ROUTING_COUNT_] = {"uniform", "balanced", "skewed"};
-static const char *const roles[] = {"align", "gemm1", "act", "gemm2", "reduce"};
+static const char *const roles[] = {"align", "quant", "gemm1", "act", "gemm2", "reduce"};
 static const char *const backends[] = {"moetune", "cublas", "default"};
 
-const char *mt_db_routing_name(mt_db_routing r)
-{
-    return (int)r >= 0 && r < MT_ROUTING_COUNT_ ? routing_names[r] : "unknown";
-}
-
-mt_status mt_db_routing_parse(const char *s, mt_db_routing *out)
-{
-    for (int i = 0; s && i < MT_ROUTING_COUNT_; i++)
-        if (strcmp(s, routing_names[i]) == 0) {
-            *out = (mt_db_routing)i;
-            return MT_OK;
-        }
-    return MT_ERR_INVALID_ARG;
-}
 
 mt_status mt_db_key_from_problem(const mt_problem *p, const char *sku, const char *routing,
                                  mt_db_key *out)
@@ -34,7 +19,7 @@ mt_status mt_db_key_from_problem(const mt_problem *p, const char *sku, const cha
     if (!p || !sku || !out || strlen(sku) >= sizeof out->sku)
         return MT_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
-    if (mt_db_routing_parse(routing ? routing : "uniform", &out->routing))
+    if (mt_routing_parse(routing ? routing : "uniform", &out->routing))
         return MT_ERR_INVALID_ARG;
     mt_strlcpy(out->sku, sku, sizeof out->sku);
     out->E = p->E;
@@ -61,7 +46,7 @@ mt_status mt_db_key_format(const mt_db_key *k, char *out, size_t size)
                      mt_dtype_name(k->dtype), mt_quant_mode_name(k->quant), k->group_size,
                      k->has_zero_point, mt_act_format_name(k->format),
                      mt_activation_name(k->activation), k->has_expert_map,
-                     k->apply_router_weight_on_input, mt_db_routing_name(k->routing));
+                     k->apply_router_weight_on_input, mt_routing_name(k->routing));
     return n > 0 && (size_t)n < size ? MT_OK : MT_ERR_INVALID_ARG;
 }
 
@@ -125,7 +110,7 @@ mt_status mt_db_key_parse(const char *text, const char *sku, mt_db_key *out, cha
             ok = parse_i64(v, &x) && (x == 0 || x == 1);
             out->apply_router_weight_on_input = (int)x;
             break;
-        default: ok = mt_db_routing_parse(v, &out->routing) == MT_OK; break;
+        default: ok = mt_routing_parse(v, &out->routing) == MT_OK; break;
         }
         if (!ok)
             st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "bad value '%s' of key field '%s'", v,
@@ -293,7 +278,7 @@ static int bind_key(sqlite3_stmt *s, int i, const mt_db_key *k)
     rc |= mt_db__bind_text(s, i + 9, mt_activation_name(k->activation));
     rc |= sqlite3_bind_int(s, i + 10, k->has_expert_map);
     rc |= sqlite3_bind_int(s, i + 11, k->apply_router_weight_on_input);
-    rc |= mt_db__bind_text(s, i + 12, mt_db_routing_name(k->routing));
+    rc |= mt_db__bind_text(s, i + 12, mt_routing_name(k->routing));
     return rc ? SQLITE_ERROR : SQLITE_OK;
 }
 
@@ -352,7 +337,7 @@ mt_status mt_db__read_key(mt_db *db, sqlite3_stmt *s, int col, mt_db_key *k)
     const char *ro = (const char *)sqlite3_column_text(s, col + 12);
     if (!dt || !qm || !fm || !ac || !ro || mt_dtype_parse(dt, &k->dtype) ||
         mt_quant_mode_parse(qm, &k->quant) || mt_act_format_parse(fm, &k->format) ||
-        mt_activation_parse(ac, &k->activation) || mt_db_routing_parse(ro, &k->routing))
+        mt_activation_parse(ac, &k->activation) || mt_routing_parse(ro, &k->routing))
         return mt_db__fail(db, MT_ERR_DB, "a problem_key row has an unknown name (%s/%s/%s/%s/%s)",
                            dt ? dt : "?", qm ? qm : "?", fm ? fm : "?", ac ? ac : "?",
                            ro ? ro : "?");

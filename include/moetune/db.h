@@ -63,15 +63,8 @@ const char *mt_db_path(const mt_db *db);
 
 /* ---- problem keys ---- */
 
-typedef enum mt_db_routing {
-    MT_ROUTING_UNIFORM = 0,   /* tokens spread uniformly at random */
-    MT_ROUTING_BALANCED,      /* every expert gets the same number of rows */
-    MT_ROUTING_SKEWED,        /* a few hot experts */
-    MT_ROUTING_COUNT_
-} mt_db_routing;
-
-const char *mt_db_routing_name(mt_db_routing r);
-mt_status mt_db_routing_parse(const char *s, mt_db_routing *out);
+/* Routing (mt_routing, problem.h) is part of the key. */
+typedef mt_routing mt_db_routing;
 
 #define MT_DB_SKU_MAX 64
 
@@ -106,14 +99,14 @@ mt_status mt_db_key_parse(const char *text, const char *sku, mt_db_key *out, cha
 
 /* ---- pipelines ---- */
 
-#define MT_DB_MAX_STEPS 5
+#define MT_DB_MAX_STEPS 6
 #define MT_DB_PIPELINE_TEXT_MAX 2048
 /* A step whose kernel is this name runs a library (cuBLAS) call, not a
  * stored kernel. */
 #define MT_DB_LIBRARY_KERNEL "cublas"
 
 typedef struct mt_db_step {
-    char role[16];                    /* align, gemm1, act, gemm2, reduce */
+    char role[16];                    /* align, quant, gemm1, act, gemm2, reduce */
     char kernel[MT_VARIANT_NAME_MAX]; /* variant name or MT_DB_LIBRARY_KERNEL */
 } mt_db_step;
 
@@ -199,7 +192,7 @@ typedef struct mt_db_entry {
     int64_t M;
     mt_db_pipeline pipeline;
     double time_us;          /* end to end, the tuned pipeline */
-    double default_time_us;  /* the untuned default */
+    double default_time_us;  /* the untuned default; MT_DB_NO_TIME when it failed its check */
     double cublas_time_us;   /* MT_DB_NO_TIME when absent */
     double rel_err;          /* against the reference */
     int64_t recorded;        /* unix seconds when stored */

@@ -105,6 +105,15 @@ typedef enum mt_activation {
     MT_ACT_COUNT_
 } mt_activation;
 
+/* How tokens are routed to experts when a tool makes its own routing (the
+ * tuner, benchmarks, tests); part of a tuned entry's key when asked. */
+typedef enum mt_routing {
+    MT_ROUTING_UNIFORM = 0,   /* tokens spread uniformly at random */
+    MT_ROUTING_BALANCED,      /* every expert gets the same number of rows */
+    MT_ROUTING_SKEWED,        /* every token's first slot goes to one hot expert */
+    MT_ROUTING_COUNT_
+} mt_routing;
+
 /* Block size of the block-wise quant modes, along both weight dims. */
 #define MT_QUANT_BLOCK 128
 
@@ -177,6 +186,8 @@ mt_status mt_dtype_parse(const char *s, mt_dtype *out);
 mt_status mt_quant_mode_parse(const char *s, mt_quant_mode *out);
 mt_status mt_act_format_parse(const char *s, mt_act_format *out);
 mt_status mt_activation_parse(const char *s, mt_activation *out);
+const char *mt_routing_name(mt_routing r);                 /* "uniform" */
+mt_status mt_routing_parse(const char *s, mt_routing *out);
 
 /* The dtype weights are stored in for a quant config and element dtype. */
 mt_dtype mt_quant_weight_dtype(const mt_quant_config *q, mt_dtype elem);

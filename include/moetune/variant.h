@@ -56,6 +56,11 @@ mt_status mt_variant_add(mt_variant *v, const char *name, const char *value);
  * for params[i]; NULL means the empty abbreviation). */
 mt_status mt_variant_make_name(mt_variant *v, const char *const *abbrevs);
 
+/* 1 when v has the family and parameters of `like` except that parameter
+ * `param` has `value` (used to find the GEMM2 sibling of a GEMM1 tile). */
+int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
+                        const char *value);
+
 /* Serialize to / parse from one line of text, as stored in the database:
  * "family=F;arch=A;version=V;threads=T;smem=S;name=N;p.K1=V1;p.K2=V2..." */
 mt_status mt_variant_format(const mt_variant *v, char *out, size_t size);

@@ -1,0 +1,87 @@
+/*
+ * `moetune bench`: time the fused-MoE pipeline of one shape over an M sweep
+ * against cuBLAS grouped GEMMs (needs a GPU).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "tuner/bench.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: moetune bench (--preset NAME | --E n --topk n --K n --N n) [options]\n\n"
+            MT_SHAPE_ARGS_HELP
+            "  --M LIST          comma-separated token counts (default 1,32,256,4096)\n"
+            "  --reps N          timed repetitions per point (default 30)\n"
+            "  --json FILE       also write one JSON line per M\n\n"
+            "Times, per M, the whole standard-format pipeline with every default kernel\n"
+            "variant (default and best), the batched experts stage alone, and cuBLAS\n"
+            "grouped GEMMs around the same activation on the same data. Each point is\n"
+            "a CUDA-graph replay after an L2 flush; the median is printed.\n");
+}
+
+int mt_cmd_bench(int argc, char **argv)
+{
+    mt_shape_args sa;
+    mt_shape_args_init(&sa);
+    const char *json = NULL;
+    int64_t Ms[64] = {1, 32, 256, 4096};
+    int nM = 4;
+    int64_t reps = 30;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return MT_EXIT_OK;
+        }
+        if (!strcmp(a, "--list-presets")) {
+            mt_print_presets();
+            return MT_EXIT_OK;
+        }
+        if (!v) {
+            fprintf(stderr, "moetune bench: %s needs a value\n", a);
+            return MT_EXIT_USAGE;
+        }
+        i++;
+        int taken = mt_shape_args_take(&sa, "bench", a, v), ok = 1;
+        if (taken < 0)
+            return MT_EXIT_USAGE;
+        if (taken)
+            continue;
+        if (!strcmp(a, "--M"))
+            ok = mt_arg_int_list(v, 1, 1 << 20, Ms, 64, &nM);
+        else if (!strcmp(a, "--reps"))
+            ok = mt_arg_int(v, 1, 10000, &reps);
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else {
+            fprintf(stderr, "moetune bench: unknown option %s\n", a);
+            return MT_EXIT_USAGE;
+        }
+        if (!ok) {
+            fprintf(stderr, "moetune bench: bad value '%s' for %s\n", v, a);
+            return MT_EXIT_USAGE;
+        }
+    }
+    if (!mt_shape_args_finish(&sa, "bench"))
+        return MT_EXIT_USAGE;
+    mt_bench_opts o = {.shape = sa.shape, .label = sa.label, .Ms = Ms, .nM = nM,
+                       .reps = (int)reps, .warmup = 3};
+    if (json && !(o.json = fopen(json, "w"))) {
+        fprintf(stderr, "moetune bench: cannot write %s\n", json);
+        return MT_EXIT_FAIL;
+    }
+    char msg[1024];
+    mt_status st = mt_bench_run(&o, msg, sizeof msg);
+    if (o.json)
+        fclose(o.json);
+    if (st) {
+        fprintf(stderr, "moetune bench: %s: %s\n", mt_status_str(st), msg);
+        return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU : MT_EXIT_FAIL;
+    }
+    return MT_EXIT_OK;
+}

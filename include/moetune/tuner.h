@@ -1,0 +1,85 @@
+/*
+ * moetune tuner: find the fastest correct pipeline for each (problem, M) on
+ * this GPU and store it, with provenance and the winning kernels, in a
+ * SQLite database (see db.h).
+ *
+ * Crash safety: the GPU work runs in a worker process; the calling process
+ * never touches CUDA. A candidate that faults or hangs (past the
+ * per-candidate time limit) kills only the worker: it is recorded as
+ * rejected with the reason, and a new worker resumes where the last one
+ * stopped. Every measurement is committed as soon as it is made, so killing
+ * the whole tuner loses at most the candidate in flight, and running the
+ * same command again resumes.
+ */
+#ifndef MOETUNE_TUNER_H
+#define MOETUNE_TUNER_H
+
+#include <stdio.h>
+#include "moetune/problem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_TUNE_MAX_M 64
+
+typedef struct mt_tune_opts {
+    mt_problem shape;          /* the problem key; M is ignored */
+    const char *label;         /* a name for logs ("qwen3-30b-a3b") */
+    int64_t Ms[MT_TUNE_MAX_M];
+    int nM;
+    const char *routing;       /* "uniform" (default), "balanced", "skewed" */
+    const char *db_path;
+    const char *backend;       /* "gpu" (default) or "fake" (tests) */
+    int device;                /* GPU ordinal */
+    int max_candidates;        /* per stage; 0: 12 */
+    double candidate_timeout_s; /* 0: 30 s */
+    int reps;                  /* timed repetitions; 0: 20 */
+    int isolate;               /* run the backend in a worker process (default on) */
+    FILE *log;                 /* progress lines; NULL: quiet */
+    /* Several GPUs: one supervised worker per listed device, the M values
+     * dealt round-robin between them, all writing the one database. */
+    int devices[64];
+    int ndevices;              /* 0: just `device` */
+    /* Several machines: take only work items i with i % shard_count ==
+     * shard_index (items are the M values in the given order). */
+    int shard_index, shard_count;   /* 0, 0: everything */
+} mt_tune_opts;
+
+/* Which of the n work items shard I of N takes: writes their indices to out
+ * and returns the count. Every item belongs to exactly one shard. */
+int mt_tune_shard(int n, int index, int count, int *out);
+
+/* The default M sweep (18 values, 1 .. 4096). */
+void mt_tune_default_ms(mt_tune_opts *o);
+
+typedef struct mt_tune_row {
+    int64_t M;
+    char winner[16];           /* backend: "moetune", "default" or "cublas" */
+    char gemm1[256], gemm2[256];
+    double time_us, default_us, cublas_us, rel_err;
+    int candidates, rejected;
+} mt_tune_row;
+
+typedef struct mt_tune_summary {
+    int nrows;
+    mt_tune_row rows[MT_TUNE_MAX_M];
+    int worker_restarts;       /* workers lost to faults/timeouts */
+    double wall_s;
+    int unfinished;            /* M values of this shard with no entry */
+    int64_t unfinished_M[MT_TUNE_MAX_M];
+    char sku[64];
+    int sm_count;
+} mt_tune_summary;
+
+/* Run a tuning job. The message names what failed. */
+mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *summary, char *msg, size_t msg_size);
+
+/* Print the summary table (per M: winner, time, TFLOP/s, weight GB/s,
+ * roofline fraction, speed-up over the default and over cuBLAS). */
+void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,502 @@
+/*
+ * Launching a fused-MoE pipeline (see moe_launch.h).
+ */
+#include "runtime/moe_launch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cuda_driver.h"
+#include "common/util.h"
+#include "templates/moe_args.h"
+
+static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
+                                                       "gemm2", "reduce", "quant"};
+
+const char *mt_step_name(mt_step s) { return (unsigned)s < MT_STEP_ALL ? step_names[s] : "?"; }
+
+mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, char *msg,
+                         size_t msg_size)
+{
+    mt_status st = MT_OK;
+    memset(k, 0, sizeof *k);
+    k->v = *v;
+    MT_CU_TRY(mt_cu.cuModuleLoadData(&k->module, image), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuModuleGetFunction(&k->fn, k->module, v->name), msg, msg_size);
+    if (v->smem_bytes > 48 * 1024)
+        MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           v->smem_bytes),
+                  msg, msg_size);
+    return MT_OK;
+fail:
+    mt_kernel_unload(k);
+    return st;
+}
+
+void mt_kernel_unload(mt_kernel *k)
+{
+    if (k && k->module)
+        mt_cu.cuModuleUnload(k->module);
+    if (k)
+        memset(k, 0, sizeof *k);
+}
+
+static int gemm1_fused(const mt_moe_plan *plan)
+{
+    const char *epi = plan->step[MT_STEP_GEMM1].fn
+                          ? mt_variant_get(&plan->step[MT_STEP_GEMM1].v, "epilogue")
+                          : NULL;
+    return epi && strcmp(epi, "store") != 0;
+}
+
+static int needs_step(const mt_problem *p, const mt_moe_plan *plan, mt_step s)
+{
+    const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
+    switch (s) {
+    case MT_STEP_ALIGN:
+    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD;
+    case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
+    case MT_STEP_QUANT: return w8a8;
+    default: return 1;
+    }
+}
+
+/* act_quant's qtype and gran values for a w8a8 mode. */
+static const char *quant_qtype(mt_quant_mode q)
+{
+    return mt_quant_act_dtype(q) == MT_DTYPE_FP8_E4M3 ? "fp8" : "int8";
+}
+static const char *quant_gran(mt_quant_mode q)
+{
+    switch (mt_quant_granularity(q)) {
+    case MT_GRAN_TENSOR: return "tensor";
+    case MT_GRAN_TOKEN: return "token";
+    default: return "block";
+    }
+}
+
+/* The SM number of an arch name ("sm_90a" -> 90, "compute_90" -> 90), 0 if
+ * unknown. */
+static int arch_sm(const char *arch)
+{
+    const char *digits = !arch ? NULL
+                         : !strncmp(arch, "sm_", 3) ? arch + 3
+                         : !strncmp(arch, "compute_", 8) ? arch + 8
+                                                         : NULL;
+    return digits ? atoi(digits) : 0;
+}
+
+mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *msg,
+                                 size_t msg_size)
+{
+    const mt_quant_mode q = p->quant.mode;
+    if (mt_quant_act_dtype(q) == MT_DTYPE_FP8_E4M3 && arch_sm(arch) < 89)
+        return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
+                       "quant mode %s needs fp8 tensor cores (sm_89 or newer); the kernels are "
+                       "for %s",
+                       mt_quant_mode_name(q), arch ? arch : "(no arch)");
+    if (mt_quant_is_w8a8(q) && (p->K % 16 || p->N % 16))
+        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
+                       "quant mode %s needs K and N to be multiples of 16 (K=%lld, N=%lld)",
+                       mt_quant_mode_name(q), (long long)p->K, (long long)p->N);
+    return MT_OK;
+}
+
+/* Compare a variant parameter with the value the problem needs. */
+static mt_status expect_param(const mt_kernel *k, mt_step s, const char *param, const char *want,
+                              char *msg, size_t msg_size)
+{
+    const char *have = mt_variant_get(&k->v, param);
+    if (!have || strcmp(have, want) != 0)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "%s kernel %s has %s=%s but the problem needs %s", mt_step_name(s),
+                       k->v.name, param, have ? have : "(none)", want);
+    return MT_OK;
+}
+
+mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *msg,
+                            size_t msg_size)
+{
+    mt_status st = mt_problem_validate(p, msg, msg_size);
+    if (st)
+        return st;
+    if (plan->step[MT_STEP_GEMM1].fn &&
+        (st = mt_moe_quant_supported(p, plan->step[MT_STEP_GEMM1].v.arch, msg, msg_size)))
+        return st;
+    const char *dtype = mt_dtype_name(p->dtype);
+    for (int s = 0; s < MT_STEP_ALL; s++) {
+        const mt_kernel *k = &plan->step[s];
+        if (!needs_step(p, plan, (mt_step)s))
+            continue;
+        if (!k->fn)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the plan has no %s kernel",
+                           mt_step_name((mt_step)s));
+        if (s != MT_STEP_ALIGN && (st = expect_param(k, (mt_step)s, "dtype", dtype, msg, msg_size)))
+            return st;
+    }
+    const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
+    const char *fmt = mt_act_format_name(p->format), *qn = mt_quant_mode_name(p->quant.mode);
+    if ((st = expect_param(g1, MT_STEP_GEMM1, "format", fmt, msg, msg_size)) ||
+        (st = expect_param(g2, MT_STEP_GEMM2, "format", fmt, msg, msg_size)) ||
+        (st = expect_param(g1, MT_STEP_GEMM1, "quant", qn, msg, msg_size)) ||
+        (st = expect_param(g2, MT_STEP_GEMM2, "quant", qn, msg, msg_size)) ||
+        (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size)))
+        return st;
+    if (mt_quant_is_w8a8(p->quant.mode)) {
+        /* quant: the GEMM1 input as is; act: the GEMM2 input, with the
+         * activation unless gemm1 already applied it. */
+        const int fused = gemm1_fused(plan);
+        if (fused && (st = expect_param(g1, MT_STEP_GEMM1, "epilogue",
+                                        mt_activation_name(p->activation), msg, msg_size)))
+            return st;
+        const mt_step qs[2] = {MT_STEP_QUANT, MT_STEP_ACT};
+        for (int i = 0; i < 2; i++) {
+            const mt_kernel *k = &plan->step[qs[i]];
+            const char *act = i == 0 || fused ? "none" : mt_activation_name(p->activation);
+            if (strcmp(k->v.family, "act_quant"))
+                return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                               "%s kernel %s is not an act_quant kernel, which quant %s needs",
+                               mt_step_name(qs[i]), k->v.name, qn);
+            if ((st = expect_param(k, qs[i], "qtype", quant_qtype(p->quant.mode), msg, msg_size)) ||
+                (st = expect_param(k, qs[i], "gran", quant_gran(p->quant.mode), msg, msg_size)) ||
+                (st = expect_param(k, qs[i], "act", act, msg, msg_size)))
+                return st;
+        }
+    } else if (needs_step(p, plan, MT_STEP_ACT)) {
+        if ((st = expect_param(&plan->step[MT_STEP_ACT], MT_STEP_ACT, "activation",
+                               mt_activation_name(p->activation), msg, msg_size)))
+            return st;
+    } else if ((st = expect_param(g1, MT_STEP_GEMM1, "epilogue", mt_activation_name(p->activation),
+                                  msg, msg_size))) {
+        return st;
+    }
+    if (mt_variant_int(&g1->v, "BLOCK_M", 0) != mt_variant_int(&g2->v, "BLOCK_M", -1))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 %s and gemm2 %s must share BLOCK_M", g1->v.name, g2->v.name);
+    return MT_OK;
+}
+
+/* Workspace layout, computed the same way for sizing and for running. */
+typedef struct ws_layout {
+    size_t flags, sorted_ids, block_expert, c1, c2, c3, total;
+    size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
+    int64_t max_padded, num_m_blocks, rows;
+    int64_t rows1;               /* w8a8: rows of q1 */
+} ws_layout;
+
+/* Flag words at the start of the workspace: [0] the align error flag,
+ * [1] num_padded, [2] and [3] the per-tensor amax of the two quant steps. */
+#define WS_FLAGS 4
+
+/* Activation scales per quantized row of n columns. */
+static int64_t act_scales_per_row(const mt_problem *p, int64_t n)
+{
+    return mt_quant_granularity(p->quant.mode) == MT_GRAN_BLOCK ? (n + 127) / 128 : 1;
+}
+
+static size_t take(size_t *off, size_t bytes)
+{
+    size_t at = *off;
+    *off += (bytes + 255) & ~(size_t)255;
+    return at;
+}
+
+static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
+{
+    ws_layout L;
+    memset(&L, 0, sizeof L);
+    const int64_t bm = mt_variant_int(&plan->step[MT_STEP_GEMM1].v, "BLOCK_M", 16);
+    const size_t es = mt_dtype_size(p->dtype);
+    int64_t slots = p->M * p->topk;
+    if (p->format == MT_FORMAT_STANDARD) {
+        int64_t busy = slots < p->local_E ? slots : p->local_E;
+        L.max_padded = (slots + busy * (bm - 1) + bm - 1) / bm * bm;
+        L.num_m_blocks = L.max_padded / bm;
+        L.rows = slots;
+    } else {
+        L.num_m_blocks = p->local_E * ((p->max_tokens + bm - 1) / bm);
+        L.rows = p->local_E * p->max_tokens;
+    }
+    const int fused = gemm1_fused(plan), w8a8 = mt_quant_is_w8a8(p->quant.mode);
+    const int tensor = mt_quant_granularity(p->quant.mode) == MT_GRAN_TENSOR;
+    /* GEMM1 input rows: tokens, or slots when the router weight is applied
+     * on input (each slot's weighted row is quantized on its own). */
+    L.rows1 = p->format == MT_FORMAT_BATCHED ? L.rows
+              : p->apply_router_weight_on_input ? slots : p->M;
+    size_t off = 0;
+    L.flags = take(&off, WS_FLAGS * sizeof(int32_t));
+    L.sorted_ids = take(&off, (size_t)L.max_padded * sizeof(int32_t));
+    L.block_expert = take(&off, (size_t)(L.max_padded / bm) * sizeof(int32_t));
+    L.c1 = take(&off, (size_t)L.rows * (size_t)(fused ? p->N : 2 * p->N) * es);
+    L.c2 = take(&off, fused || w8a8 ? 0 : (size_t)L.rows * (size_t)p->N * es);
+    if (w8a8) {
+        L.q1 = take(&off, (size_t)L.rows1 * (size_t)p->K);
+        L.s1 = take(&off, (size_t)(tensor ? 1 : L.rows1 * act_scales_per_row(p, p->K)) * sizeof(float));
+        L.q2 = take(&off, (size_t)L.rows * (size_t)p->N);
+        L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows * act_scales_per_row(p, p->N)) * sizeof(float));
+    }
+    L.c3 = take(&off, p->format == MT_FORMAT_STANDARD ? (size_t)L.rows * (size_t)p->K * es : 0);
+    L.total = off;
+    return L;
+}
+
+size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
+{
+    return layout(plan, p).total;
+}
+
+static mt_status launch(const mt_kernel *k, unsigned grid, void *args, CUstream stream,
+                        char *msg, size_t msg_size)
+{
+    mt_status st = MT_OK;
+    void *params[] = {args};
+    if (grid == 0)
+        return MT_OK;
+    MT_CU_TRY(mt_cu.cuLaunchKernel(k->fn, grid, 1, 1, (unsigned)k->v.threads, 1, 1,
+                                   (unsigned)k->v.smem_bytes, stream, params, NULL),
+              msg, msg_size);
+    return MT_OK;
+fail:
+    return st;
+}
+
+/* Grid for an elementwise kernel over `items` 8-element chunks. */
+static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
+{
+    int64_t blocks = (items + k->v.threads - 1) / k->v.threads;
+    return (unsigned)(blocks > 65535 * 8 ? 65535 * 8 : blocks);
+}
+
+static unsigned gemm_grid(const mt_kernel *k, const ws_layout *L, int64_t out_cols)
+{
+    int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
+    if (strcmp(mt_variant_get(&k->v, "epilogue"), "store") != 0)
+        bn /= 2;
+    return (unsigned)(L->num_m_blocks * ((out_cols + bn - 1) / bn));
+}
+
+static mt_status check_ptr_align(const void *ptr, const char *what, int required,
+                                 unsigned align, char *msg, size_t msg_size)
+{
+    if (required && !ptr)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "%s is NULL", what);
+    if ((uintptr_t)ptr % align)
+        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT, "%s (%p) is not %u-byte aligned", what,
+                       ptr, align);
+    return MT_OK;
+}
+
+static mt_status check_ptr(const void *ptr, const char *what, int required, char *msg,
+                           size_t msg_size)
+{
+    return check_ptr_align(ptr, what, required, 16, msg, msg_size);
+}
+
+/* Enqueue an act_quant kernel: per-tensor dynamic scales take two launches
+ * (amax, then quantize), the others one; per-row grans run a CTA per row. */
+static mt_status launch_quant(const mt_kernel *k, mt_quant_args *qa, CUstream stream, char *msg,
+                              size_t msg_size)
+{
+    const int tensor = !strcmp(mt_variant_get(&k->v, "gran"), "tensor");
+    int64_t items = tensor ? (int64_t)qa->rows * (qa->n / 8) : qa->rows;
+    unsigned grid = tensor ? elementwise_grid(k, items)
+                           : (unsigned)(items > 65535 * 8 ? 65535 * 8 : items);
+    mt_status st;
+    if (tensor && !qa->static_scale) {
+        qa->phase = 0;
+        if ((st = launch(k, grid, qa, stream, msg, msg_size)))
+            return st;
+    }
+    qa->phase = 1;
+    return launch(k, grid, qa, stream, msg, msg_size);
+}
+
+mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                     CUdeviceptr workspace, size_t workspace_size, CUstream stream, char *msg,
+                     size_t msg_size)
+{
+    mt_status st = mt_moe_plan_check(plan, p, msg, msg_size);
+    if (st)
+        return st;
+    const int standard = p->format == MT_FORMAT_STANDARD;
+    if ((st = check_ptr(t->hidden, "hidden", 1, msg, msg_size)) ||
+        (st = check_ptr(t->w1, "w1", 1, msg, msg_size)) ||
+        (st = check_ptr(t->w2, "w2", 1, msg, msg_size)) ||
+        (st = check_ptr(t->out, "out", 1, msg, msg_size)) ||
+        (st = check_ptr(t->topk_ids, "topk_ids", standard, msg, msg_size)) ||
+        (st = check_ptr(t->topk_weights, "topk_weights", standard, msg, msg_size)) ||
+        (st = check_ptr(t->expert_num_tokens, "expert_num_tokens", !standard, msg, msg_size)) ||
+        (st = check_ptr(t->expert_map, "expert_map", p->has_expert_map && standard, msg, msg_size)))
+        return st;
+    const mt_quant_config *qc = &p->quant;
+    const int quant = qc->mode != MT_QUANT_NONE, w8a8 = mt_quant_is_w8a8(qc->mode);
+    if ((st = check_ptr_align(t->w1_scale, "w1_scale", quant, 4, msg, msg_size)) ||
+        (st = check_ptr_align(t->w2_scale, "w2_scale", quant, 4, msg, msg_size)) ||
+        (st = check_ptr_align(t->w1_zero, "w1_zero", qc->has_zero_point, 1, msg, msg_size)) ||
+        (st = check_ptr_align(t->w2_zero, "w2_zero", qc->has_zero_point, 1, msg, msg_size)) ||
+        (st = check_ptr_align(t->a1_scale, "a1_scale", qc->static_act_scale, 4, msg, msg_size)) ||
+        (st = check_ptr_align(t->a2_scale, "a2_scale", qc->static_act_scale, 4, msg, msg_size)))
+        return st;
+    if (p->M == 0 && standard)
+        return MT_OK;
+    ws_layout L = layout(plan, p);
+    if (workspace_size < L.total || !workspace)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                       "workspace of %zu bytes is too small: this call needs %zu", workspace_size,
+                       L.total);
+    const int fused = gemm1_fused(plan);
+    const int64_t slots = p->M * p->topk;
+    void *ws = (void *)(uintptr_t)workspace;
+    char *base = ws;
+    int32_t *flags = (int32_t *)(base + L.flags);
+    const int32_t *emap = p->has_expert_map ? t->expert_map : NULL;
+    const int64_t bm = mt_variant_int(&plan->step[MT_STEP_GEMM1].v, "BLOCK_M", 16);
+    void *c1 = base + L.c1, *c2 = fused ? c1 : base + L.c2;
+    void *c3 = standard ? base + L.c3 : t->out;
+    const int on_input = standard && p->apply_router_weight_on_input;
+
+    MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, WS_FLAGS, stream), msg,
+              msg_size);
+    if (standard) {
+        mt_align_args al = {
+            .topk_ids = t->topk_ids, .expert_map = emap,
+            .sorted_ids = (int32_t *)(base + L.sorted_ids),
+            .block_expert = (int32_t *)(base + L.block_expert), .num_padded = flags + 1,
+            .error_flag = flags, .num_slots = (int32_t)slots, .num_experts = (int32_t)p->E,
+            .local_experts = (int32_t)p->local_E, .block_m = (int32_t)bm,
+            .max_padded = (int32_t)L.max_padded};
+        if ((st = launch(&plan->step[MT_STEP_ALIGN], 1, &al, stream, msg, msg_size)))
+            return st;
+    }
+    /* The activation quantizations share everything but their input. */
+    mt_quant_args qa = {
+        .topk_ids = standard ? t->topk_ids : NULL, .expert_map = emap,
+        .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
+        .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
+    if (w8a8) {
+        mt_quant_args q1 = qa;
+        q1.in = t->hidden;
+        q1.q = (uint8_t *)(base + L.q1);
+        q1.scale = (float *)(base + L.s1);
+        q1.static_scale = qc->static_act_scale ? t->a1_scale : NULL;
+        q1.amax = flags + 2;
+        q1.ld_in = p->K;
+        q1.rows = (int32_t)L.rows1;
+        q1.n = (int32_t)p->K;
+        if (standard && !on_input)
+            q1.topk_ids = NULL;   /* rows are tokens: all of them feed GEMM1 */
+        if (on_input) {
+            q1.row_weight = t->topk_weights;
+            q1.row_div = (int32_t)p->topk;
+        }
+        if ((st = launch_quant(&plan->step[MT_STEP_QUANT], &q1, stream, msg, msg_size)))
+            return st;
+    }
+    mt_gemm_args g1 = {
+        .A = w8a8 ? (const void *)(base + L.q1) : t->hidden, .B = t->w1, .C = c1,
+        .lda = p->K, .ldb = p->K,
+        .ldc = fused ? p->N : 2 * p->N, .b_expert_stride = 2 * p->N * p->K,
+        .sorted_ids = (int32_t *)(base + L.sorted_ids),
+        .block_expert = (int32_t *)(base + L.block_expert), .num_padded = flags + 1,
+        .expert_num_tokens = t->expert_num_tokens,
+        .row_weight = on_input && !w8a8 ? t->topk_weights : NULL,
+        .num_slots = (int32_t)slots, .a_row_div = on_input && w8a8 ? 1 : (int32_t)p->topk,
+        .max_tokens = (int32_t)p->max_tokens, .num_m_blocks = (int32_t)L.num_m_blocks,
+        .N = (int32_t)(2 * p->N), .K = (int32_t)p->K, .n_half = (int32_t)p->N,
+        .a_scale = w8a8 ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
+        .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
+        .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size};
+    if ((st = launch(&plan->step[MT_STEP_GEMM1],
+                     gemm_grid(&plan->step[MT_STEP_GEMM1], &L, fused ? p->N : 2 * p->N), &g1,
+                     stream, msg, msg_size)))
+        return st;
+    if (w8a8) {
+        mt_quant_args q2 = qa;
+        q2.in = c1;
+        q2.q = (uint8_t *)(base + L.q2);
+        q2.scale = (float *)(base + L.s2);
+        q2.static_scale = qc->static_act_scale ? t->a2_scale : NULL;
+        q2.amax = flags + 3;
+        q2.ld_in = fused ? p->N : 2 * p->N;
+        q2.rows = (int32_t)L.rows;
+        q2.n = (int32_t)p->N;
+        if ((st = launch_quant(&plan->step[MT_STEP_ACT], &q2, stream, msg, msg_size)))
+            return st;
+    } else if (!fused) {
+        mt_act_args ac = {.in = c1, .out = c2, .topk_ids = standard ? t->topk_ids : NULL,
+                          .expert_map = emap,
+                          .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
+                          .rows = (int32_t)L.rows, .N = (int32_t)p->N,
+                          .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens};
+        const mt_kernel *k = &plan->step[MT_STEP_ACT];
+        if ((st = launch(k, elementwise_grid(k, L.rows * (p->N / 8)), &ac, stream, msg, msg_size)))
+            return st;
+    }
+    mt_gemm_args g2 = g1;
+    g2.A = w8a8 ? (const void *)(base + L.q2) : c2;
+    g2.B = t->w2;
+    g2.C = c3;
+    g2.lda = p->N;
+    g2.ldb = p->N;
+    g2.ldc = p->K;
+    g2.b_expert_stride = p->K * p->N;
+    g2.row_weight = standard && !p->apply_router_weight_on_input ? t->topk_weights : NULL;
+    g2.a_row_div = 1;
+    g2.N = (int32_t)p->K;
+    g2.K = (int32_t)p->N;
+    g2.n_half = 0;
+    g2.a_scale = w8a8 ? (const float *)(base + L.s2) : NULL;
+    g2.b_scale = t->w2_scale;
+    g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
+    g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
+    if ((st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], &L, p->K),
+                     &g2, stream, msg, msg_size)))
+        return st;
+    if (standard) {
+        mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
+                             .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
+                             .K = (int32_t)p->K, .num_experts = (int32_t)p->E};
+        const mt_kernel *k = &plan->step[MT_STEP_REDUCE];
+        if ((st = launch(k, elementwise_grid(k, p->M * (p->K / 8)), &rd, stream, msg, msg_size)))
+            return st;
+    }
+    return MT_OK;
+fail:
+    return st;
+}
+
+mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdeviceptr Y,
+                         CUdeviceptr slot_row, CUdeviceptr topk_weights, CUdeviceptr out,
+                         CUstream stream, char *msg, size_t msg_size)
+{
+    const mt_kernel *k = &plan->step[MT_STEP_REDUCE];
+    if (!k->fn)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the plan has no reduce kernel");
+    mt_status st = expect_param(k, MT_STEP_REDUCE, "dtype", mt_dtype_name(p->dtype), msg, msg_size);
+    if (st)
+        return st;
+    mt_reduce_args rd = {.Y = (const void *)(uintptr_t)Y, .out = (void *)(uintptr_t)out,
+                         .slot_row = (const int32_t *)(uintptr_t)slot_row,
+                         .topk_weights = (const float *)(uintptr_t)topk_weights, .ldy = p->K,
+                         .M = (int32_t)p->M, .topk = (int32_t)p->topk, .K = (int32_t)p->K,
+                         .num_experts = (int32_t)p->E};
+    return launch(k, elementwise_grid(k, p->M * (p->K / 8)), &rd, stream, msg, msg_size);
+}
+
+mt_status mt_moe_read_error(CUdeviceptr workspace, const mt_problem *p, char *msg,
+                            size_t msg_size)
+{
+    mt_status st = MT_OK;
+    int32_t flag = 0;
+    MT_CU_TRY(mt_cu.cuMemcpyDtoH(&flag, workspace, sizeof flag), msg, msg_size);
+    if (flag > 0) {
+        int64_t slot = flag - 1;
+        return mt_errf(msg, msg_size, MT_ERR_DEVICE_CHECK,
+                       "topk_ids[%lld][%lld] is out of range [0, %lld): the slot was dropped",
+                       (long long)(slot / p->topk), (long long)(slot % p->topk), (long long)p->E);
+    }
+    return MT_OK;
+fail:
+    return st;
+}

@@ -1,0 +1,99 @@
+/*
+ * Launching a fused-MoE pipeline of generated kernels on a stream.
+ *
+ * A plan holds the loaded kernels of each step (align -> [quant] -> gemm1 ->
+ * act -> gemm2 -> reduce; act is absent when gemm1 fuses it, align and
+ * reduce are absent in the batched format). The w8a8 quant modes add the
+ * `quant` step (an act_quant kernel with act=none quantizing the GEMM1
+ * input) and their `act` step is an act_quant kernel too: it quantizes the
+ * GEMM2 input, with the activation-and-mul folded in (act=silu/gelu) or,
+ * when gemm1 fuses the activation, act=none. Weight-only modes use the same
+ * steps as MT_QUANT_NONE. See docs/QUANT.md. mt_moe_run does no allocation and no host
+ * synchronization, so it can be captured into a CUDA graph: the caller gives
+ * a workspace of mt_moe_workspace_size() bytes.
+ *
+ * Internal to moetune (runtime, tuner, tests); engines use moetune.h.
+ * May call: the driver table (common/cuda_driver.h).
+ */
+#ifndef MT_RUNTIME_MOE_LAUNCH_H
+#define MT_RUNTIME_MOE_LAUNCH_H
+
+#include <cuda.h>
+#include "moetune/problem.h"
+#include "moetune/variant.h"
+
+typedef enum mt_step {
+    MT_STEP_ALIGN = 0,
+    MT_STEP_GEMM1,
+    MT_STEP_ACT,
+    MT_STEP_GEMM2,
+    MT_STEP_REDUCE,
+    MT_STEP_COUNT,                  /* the steps of the unquantized pipelines */
+    /* w8a8 only: quantize the GEMM1 input (runs after align). Numbered
+     * after the base steps so that code sized by MT_STEP_COUNT still sees
+     * the five it knows; a plan holds MT_STEP_ALL. */
+    MT_STEP_QUANT = MT_STEP_COUNT,
+    MT_STEP_ALL
+} mt_step;
+
+/* Role names as stored in the database ("align", "gemm1", ..., "quant");
+ * valid for s < MT_STEP_ALL. */
+const char *mt_step_name(mt_step s);
+
+typedef struct mt_kernel {
+    mt_variant v;
+    CUmodule module;
+    CUfunction fn;
+} mt_kernel;
+
+/* Load a cubin/PTX image and find v->name in it; raises the dynamic shared
+ * memory limit when the variant needs more than 48 KiB. */
+mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, char *msg,
+                         size_t msg_size);
+/* Unload; a zeroed kernel is a no-op. */
+void mt_kernel_unload(mt_kernel *k);
+
+typedef struct mt_moe_plan {
+    mt_kernel step[MT_STEP_ALL];    /* fn == NULL: step not used */
+} mt_moe_plan;
+
+/* Can kernels built for arch ("sm_90a", "sm_80", "compute_90") run the
+ * problem's quant mode? MT_ERR_UNSUPPORTED for fp8 below sm_89 (no fp8 tensor
+ * cores); MT_ERR_ALIGNMENT for a w8a8 mode whose K or N is not a multiple
+ * of 16 (8-bit rows must be whole 16-byte chunks); MT_OK otherwise. */
+mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *msg,
+                                 size_t msg_size);
+
+/* Does the plan fit the problem? Checks mt_moe_quant_supported for gemm1's
+ * arch, that every needed step is present, that the kernels' dtype/format/
+ * activation/quant params match the problem (act_quant's qtype/gran/act for
+ * the w8a8 steps) and that gemm1 and gemm2 share BLOCK_M. The message names
+ * the mismatch. */
+mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *msg,
+                            size_t msg_size);
+
+/* Workspace bytes for problem p (p->M tokens) under the plan. */
+size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
+
+/* Run the experts stage (standard format: the whole fused MoE into t->out
+ * [M, K]; batched: [local_E, max_tokens, K] into t->out). Device pointers in
+ * t, including the quant mode's scales/zero points (problem.h layouts;
+ * static a1/a2 scales when p->quant.static_act_scale). Enqueues only: errors found on the GPU (a topk id out of range) land in
+ * the workspace's error flag, read with mt_moe_read_error after the stream
+ * has been synchronized. */
+mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                     CUdeviceptr workspace, size_t workspace_size, CUstream stream, char *msg,
+                     size_t msg_size);
+
+/* Batched finalize: out[t] = sum_j w[t,j] * Y[slot_row[t*topk+j]] (rows -1
+ * skipped; weights NULL means 1) with the plan's reduce kernel. */
+mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdeviceptr Y,
+                         CUdeviceptr slot_row, CUdeviceptr topk_weights, CUdeviceptr out,
+                         CUstream stream, char *msg, size_t msg_size);
+
+/* After the stream is synchronized: MT_OK or MT_ERR_DEVICE_CHECK with the
+ * offending slot in the message. Synchronous (copies 4 bytes). */
+mt_status mt_moe_read_error(CUdeviceptr workspace, const mt_problem *p, char *msg,
+                            size_t msg_size);
+
+#endif

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Build here for a GPU run and stage what the GPU machine lacks.
+#
+# The H200 machine has the CUDA toolkit but neither Lua nor cmocka: Lua is
+# linked statically, and libcmocka.so.0 is copied next to the binaries
+# (their rpath has $ORIGIN). Everything lands in .gpu/ (ignored by git),
+# which the device call carries; scripts/gpu-run.sh runs there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMT_WERROR=ON >/dev/null
+# Only what runs on the GPU machine: the CLI and the GPU test programs.
+targets="moetune_cli moetune_example $(for f in tests/gpu/gpu_*.c bench/bench_*.c; do basename "$f" .c; done)"
+cmake --build build-gpu -j "$(nproc)" --target $targets
+rm -rf .gpu && mkdir -p .gpu/bin
+cp build-gpu/moetune build-gpu/libmoetune.so* .gpu/bin/
+cp build-gpu/tests/gpu_* .gpu/bin/ 2>/dev/null || true
+cp build-gpu/bench/bench_* build-gpu/examples/moetune_example .gpu/bin/
+cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .gpu/bin/
+strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
+du -sh .gpu
+echo "gpu-prepare: staged in .gpu/ (carry it: carry=[\".gpu\"], command: scripts/gpu-run.sh)"

@@ -1,0 +1,440 @@
+/*
+ * CPU tests of libmoetune: no GPU is needed (creating a context must fail
+ * cleanly here), composition rules and their messages, the lookup order
+ * against databases written here with fake entries, the default tile rule,
+ * argument validation and destroy(NULL).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "moetune/db.h"
+#include "moetune/moetune.h"
+#include "runtime/rt_internal.h"
+
+
+#define SKU "NVIDIA H200"
+#define OTHER_SKU "NVIDIA H100 80GB HBM3"
+
+static void test_version_and_hash(void **state)
+{
+    (void)state;
+    const char *v = mt_version();
+    int a, b, c;
+    assert_int_equal(sscanf(v, "%d.%d.%d", &a, &b, &c), 3);
+    const char *h = mt_template_hash();
+    assert_int_equal(strlen(h), 64);
+    assert_int_equal(strspn(h, "0123456789abcdef"), 64);
+}
+
+static void test_context_without_gpu(void **state)
+{
+    (void)state;
+    mt_context_config cfg;
+    mt_context_config_init(&cfg);
+    mt_context *ctx = NULL;
+    mt_status st = mt_context_create(&cfg, &ctx);
+    assert_non_null(ctx);
+    if (st == MT_OK) {   /* a machine with a GPU: nothing to check here */
+        mt_context_destroy(ctx);
+        skip();
+    }
+    assert_true(st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE);
+    assert_true(strlen(mt_context_errmsg(ctx)) > 10);
+    printf("  context: %s: %s\n", mt_status_str(st), mt_context_errmsg(ctx));
+    mt_context_destroy(ctx);
+    assert_int_equal(mt_context_create(NULL, NULL), MT_ERR_INVALID_ARG);
+}
+
+static void test_destroy_null(void **state)
+{
+    (void)state;
+    mt_context_destroy(NULL);
+    mt_prepare_finalize_destroy(NULL);
+    mt_experts_destroy(NULL);
+    mt_modular_kernel_destroy(NULL);
+    assert_non_null(mt_context_errmsg(NULL));
+    assert_non_null(mt_modular_kernel_errmsg(NULL));
+    assert_int_equal(mt_modular_kernel_workspace_size(NULL), 0);
+}
+
+static void test_objects(void **state)
+{
+    (void)state;
+    mt_prepare_finalize *pf = NULL;
+    mt_experts *ex = NULL;
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_COUNT_, &pf), MT_ERR_INVALID_ARG);
+    assert_null(pf);
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_CUBLAS, MT_FORMAT_STANDARD, &ex),
+                     MT_ERR_UNSUPPORTED);
+    assert_null(ex);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_COUNT_, &ex),
+                     MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_BATCHED, &pf), MT_OK);
+    assert_string_equal(mt_prepare_finalize_name(pf), "batched");
+    assert_int_equal(mt_prepare_finalize_format(pf), MT_FORMAT_BATCHED);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_CUBLAS, MT_FORMAT_BATCHED, &ex), MT_OK);
+    assert_string_equal(mt_experts_name(ex), "cublas-batched");
+    assert_true(mt_experts_accepts(ex, MT_QUANT_NONE));
+    assert_false(mt_experts_accepts(ex, MT_QUANT_FP8_BLOCK));
+    assert_false(mt_experts_accepts(ex, MT_QUANT_COUNT_));
+    mt_experts_destroy(ex);
+    /* moetune experts declare what the launcher says, not a fixed list. */
+    for (int f = 0; f < MT_FORMAT_COUNT_; f++) {
+        assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, (mt_act_format)f, &ex), MT_OK);
+        assert_true(mt_experts_accepts(ex, MT_QUANT_NONE));
+        for (int q = 0; q < MT_QUANT_COUNT_; q++)
+            assert_int_equal(mt_experts_accepts(ex, (mt_quant_mode)q),
+                             mt_rt_launcher_accepts((mt_quant_mode)q, (mt_act_format)f, NULL));
+        mt_experts_destroy(ex);
+    }
+    mt_prepare_finalize_destroy(pf);
+}
+
+static void expect_compose(mt_pf_kind pk, mt_experts_kind ek, mt_act_format ef, mt_quant_mode q,
+                           mt_status want, const char *const *words)
+{
+    mt_prepare_finalize *pf;
+    mt_experts *ex;
+    assert_int_equal(mt_prepare_finalize_create(pk, &pf), MT_OK);
+    assert_int_equal(mt_experts_create(ek, ef, &ex), MT_OK);
+    mt_problem p;
+    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    p.quant.mode = q;
+    char msg[512] = "";
+    mt_status st = mt_compose_check(pf, ex, &p, msg, sizeof msg);
+    if (st != want)
+        fail_msg("%s + %s (%s): got %s (%s), want %s", mt_prepare_finalize_name(pf),
+                 mt_experts_name(ex), mt_quant_mode_name(q), mt_status_str(st), msg,
+                 mt_status_str(want));
+    for (int i = 0; words && words[i]; i++)
+        if (!strstr(msg, words[i]))
+            fail_msg("message \"%s\" lacks \"%s\"", msg, words[i]);
+    if (st)
+        printf("  %s\n", msg);
+    mt_experts_destroy(ex);
+    mt_prepare_finalize_destroy(pf);
+}
+
+static void test_composition_rules(void **state)
+{
+    (void)state;
+    expect_compose(MT_PF_STANDARD, MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, MT_QUANT_NONE, MT_OK,
+                   NULL);
+    expect_compose(MT_PF_BATCHED, MT_EXPERTS_MOETUNE, MT_FORMAT_BATCHED, MT_QUANT_NONE, MT_OK,
+                   NULL);
+    expect_compose(MT_PF_BATCHED, MT_EXPERTS_CUBLAS, MT_FORMAT_BATCHED, MT_QUANT_NONE, MT_OK,
+                   NULL);
+    const char *fmt1[] = {"'standard'", "'moetune-batched'", "format mismatch", NULL};
+    expect_compose(MT_PF_STANDARD, MT_EXPERTS_MOETUNE, MT_FORMAT_BATCHED, MT_QUANT_NONE,
+                   MT_ERR_INCOMPATIBLE, fmt1);
+    const char *fmt2[] = {"'batched'", "'moetune-standard'", "format mismatch", NULL};
+    expect_compose(MT_PF_BATCHED, MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, MT_QUANT_NONE,
+                   MT_ERR_INCOMPATIBLE, fmt2);
+    const char *fmt3[] = {"'standard'", "'cublas-batched'", "format mismatch", NULL};
+    expect_compose(MT_PF_STANDARD, MT_EXPERTS_CUBLAS, MT_FORMAT_BATCHED, MT_QUANT_NONE,
+                   MT_ERR_INCOMPATIBLE, fmt3);
+    const char *q1[] = {"'batched'", "'cublas-batched'", "quant mismatch", "fp8-tensor",
+                        "take: none", NULL};
+    expect_compose(MT_PF_BATCHED, MT_EXPERTS_CUBLAS, MT_FORMAT_BATCHED, MT_QUANT_FP8_PER_TENSOR,
+                   MT_ERR_INCOMPATIBLE, q1);
+    /* moetune experts: whatever the launcher cannot run must be refused. */
+    for (int q = 1; q < MT_QUANT_COUNT_; q++) {
+        if (mt_rt_launcher_accepts((mt_quant_mode)q, MT_FORMAT_STANDARD, NULL))
+            continue;
+        const char *w[] = {"'moetune-standard'", "quant mismatch",
+                           mt_quant_mode_name((mt_quant_mode)q), NULL};
+        if (mt_quant_is_weight_only((mt_quant_mode)q))
+            continue;   /* needs a group size: the problem itself is invalid */
+        expect_compose(MT_PF_STANDARD, MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, (mt_quant_mode)q,
+                       MT_ERR_INCOMPATIBLE, w);
+    }
+    /* A bad problem is the problem's status, named as such. */
+    mt_prepare_finalize *pf;
+    mt_experts *ex;
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, &pf), MT_OK);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex), MT_OK);
+    mt_problem p;
+    mt_problem_init(&p, 64, 8, 2, 130, 128);
+    char msg[256];
+    assert_int_equal(mt_compose_check(pf, ex, &p, msg, sizeof msg), MT_ERR_ALIGNMENT);
+    assert_non_null(strstr(msg, "bad problem"));
+    assert_int_equal(mt_compose_check(NULL, ex, &p, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "prepare/finalize"));
+    /* The batched capacity defaults to M. */
+    mt_problem q;
+    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    mt_prepare_finalize *bpf;
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_BATCHED, &bpf), MT_OK);
+    assert_int_equal(mt_rt_compose_problem(bpf, &p, &q, msg, sizeof msg), MT_OK);
+    assert_int_equal(q.format, MT_FORMAT_BATCHED);
+    assert_int_equal(q.max_tokens, 64);
+    mt_prepare_finalize_destroy(bpf);
+    mt_experts_destroy(ex);
+    mt_prepare_finalize_destroy(pf);
+}
+
+static void test_create_and_run_refuse_bad_input(void **state)
+{
+    (void)state;
+    mt_prepare_finalize *pf;
+    mt_experts *ex;
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, &pf), MT_OK);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex), MT_OK);
+    mt_problem p;
+    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    mt_modular_kernel *mk = NULL;
+    assert_int_equal(mt_modular_kernel_create(NULL, pf, ex, &p, &mk), MT_ERR_INVALID_ARG);
+    assert_non_null(mk);
+    assert_non_null(strstr(mt_modular_kernel_errmsg(mk), "context"));
+    /* A kernel whose creation failed refuses every call instead of crashing. */
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    char buf[64];
+    assert_int_equal(mt_modular_kernel_run(mk, 1, NULL, buf, sizeof buf, NULL),
+                     MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_modular_kernel_run(mk, 5, &t, buf, sizeof buf, NULL), MT_ERR_SHAPE);
+    assert_non_null(strstr(mt_modular_kernel_errmsg(mk), "M=5"));
+    mt_lookup_info info;
+    assert_int_equal(mt_modular_kernel_lookup(mk, 1, &info), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_modular_kernel_read_error(mk, 1, NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_modular_kernel_run(NULL, 1, &t, buf, sizeof buf, NULL),
+                     MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_modular_kernel_create(NULL, pf, ex, &p, NULL), MT_ERR_INVALID_ARG);
+    mt_modular_kernel_destroy(mk);
+    mt_experts_destroy(ex);
+    mt_prepare_finalize_destroy(pf);
+}
+
+/* Every problem the runtime accepts has a built-in default at every size of
+ * M the tile rule distinguishes, for each quant mode, format and activation. */
+static void test_defaults_cover_every_mode(void **state)
+{
+    (void)state;
+    static const int64_t Ms[] = {1, 1000, 100000};   /* BLOCK_M 16, 64, 128 */
+    char msg[512];
+    for (int q = 0; q < MT_QUANT_COUNT_; q++)
+        for (int f = 0; f < MT_FORMAT_COUNT_; f++)
+            for (int a = 0; a < MT_ACT_COUNT_; a++)
+                for (int dt = 0; dt < 2; dt++)
+                    for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++) {
+                        mt_problem p;
+                        mt_problem_init(&p, Ms[m], 128, 8, 2048, 768);
+                        p.dtype = dt ? MT_DTYPE_FP16 : MT_DTYPE_BF16;
+                        p.quant.mode = (mt_quant_mode)q;
+                        if (q == MT_QUANT_W8A16 || q == MT_QUANT_W4A16)
+                            p.quant.group_size = 128;
+                        p.format = (mt_act_format)f;
+                        p.max_tokens = 64;
+                        p.activation = (mt_activation)a;
+                        mt_db_pipeline pl;
+                        mt_status st = mt_rt_default_pipeline(&p, Ms[m], "sm_90a", &pl, msg,
+                                                              sizeof msg);
+                        if (st)
+                            fail_msg("no default for %s %s %s %s M=%lld: %s",
+                                     mt_quant_mode_name(p.quant.mode), mt_act_format_name(p.format),
+                                     mt_activation_name(p.activation), mt_dtype_name(p.dtype),
+                                     (long long)Ms[m], msg);
+                    }
+}
+
+static void test_default_tile_rule(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 1, 128, 8, 2048, 768);
+    /* rows per expert = M * 8 / 128 = M / 16 */
+    assert_int_equal(mt_rt_default_block_m(&p, 1), 16);
+    assert_int_equal(mt_rt_default_block_m(&p, 383), 16);   /* 23.9 */
+    assert_int_equal(mt_rt_default_block_m(&p, 384), 64);   /* 24 */
+    assert_int_equal(mt_rt_default_block_m(&p, 3071), 64);  /* 191.9 */
+    assert_int_equal(mt_rt_default_block_m(&p, 3072), 128); /* 192 */
+    char msg[256];
+    mt_db_pipeline pl;
+    assert_int_equal(mt_rt_default_pipeline(&p, 4, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+    assert_string_equal(pl.backend, "default");
+    assert_non_null(mt_db_pipeline_kernel(&pl, "align"));
+    assert_non_null(mt_db_pipeline_kernel(&pl, "reduce"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m16_"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "silu"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "store"));
+    p.format = MT_FORMAT_BATCHED;
+    p.max_tokens = 8;
+    p.dtype = MT_DTYPE_FP16;
+    assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+    assert_null(mt_db_pipeline_kernel(&pl, "align"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m128_"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "fp16"));
+    /* Every default step's source is built in and names its kernel. */
+    for (int i = 0; i < pl.nsteps; i++) {
+        mt_variant v;
+        char *src = NULL;
+        assert_int_equal(mt_rt_default_get(pl.steps[i].kernel, &v, &src, msg, sizeof msg), MT_OK);
+        assert_non_null(strstr(src, pl.steps[i].kernel));
+        assert_non_null(strstr(src, "extern \"C\" __global__"));
+        free(src);
+    }
+    const char *kv[] = {"dtype", "bf16"};
+    mt_variant v;
+    assert_int_equal(mt_rt_default_find("moe_dispatch", kv, 1, &v, msg, sizeof msg), MT_OK);
+    assert_non_null(mt_rt_default_family_hash("moe_dispatch"));
+    assert_int_equal(mt_rt_default_find("no_such_family", NULL, 0, &v, msg, sizeof msg),
+                     MT_ERR_NOT_FOUND);
+}
+
+/* ---- lookup order ---- */
+
+static int64_t put_prov(mt_db *db, const char *sku, const char *cc, const char *hash)
+{
+    mt_db_provenance p;
+    memset(&p, 0, sizeof p);
+    mt_strlcpy(p.sku, sku, sizeof p.sku);
+    mt_strlcpy(p.cc, cc, sizeof p.cc);
+    mt_strlcpy(p.driver_version, "13.0", sizeof p.driver_version);
+    mt_strlcpy(p.cuda_version, "13.0", sizeof p.cuda_version);
+    mt_strlcpy(p.nvrtc_version, "13.0", sizeof p.nvrtc_version);
+    mt_strlcpy(p.moetune_version, mt_version(), sizeof p.moetune_version);
+    mt_strlcpy(p.template_hash, hash, sizeof p.template_hash);
+    int64_t id = 0;
+    if (mt_db_put_provenance(db, &p, &id))
+        fail_msg("%s", mt_db_errmsg(db));
+    return id;
+}
+
+/* An entry whose gemm1 kernel name says where it came from. */
+static void put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc,
+                      int64_t M, const char *tag, const char *hash)
+{
+    mt_db_entry e;
+    memset(&e, 0, sizeof e);
+    assert_int_equal(mt_db_key_from_problem(p, sku, NULL, &e.key), MT_OK);
+    e.M = M;
+    char text[512];
+    snprintf(text, sizeof text,
+             "backend=moetune;arch=sm_90a;align=mtk_a;gemm1=mtk_%s;gemm2=mtk_g2;reduce=mtk_r", tag);
+    char msg[256];
+    assert_int_equal(mt_db_pipeline_parse(text, &e.pipeline, msg, sizeof msg), MT_OK);
+    e.time_us = 10;
+    e.default_time_us = 20;
+    e.cublas_time_us = MT_DB_NO_TIME;
+    if (mt_db_put_entry(db, &e, put_prov(db, sku, cc, hash), NULL))
+        fail_msg("%s", mt_db_errmsg(db));
+}
+
+static mt_db *open_db(const char *path, int flags)
+{
+    mt_db *db = NULL;
+    if (mt_db_open(path, flags, &db))
+        fail_msg("%s", mt_db_errmsg(db));
+    return db;
+}
+
+static const char *gemm1_of(const mt_rt_choice *c)
+{
+    return mt_db_pipeline_kernel(&c->pipeline, "gemm1");
+}
+
+static void test_lookup_order(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("runtime_lookup");
+    char user_path[512], sys_path[512];
+    snprintf(user_path, sizeof user_path, "%s/user.db", dir);
+    snprintf(sys_path, sizeof sys_path, "%s/system.db", dir);
+    mt_problem p, p2, p3;
+    mt_problem_init(&p, 1, 64, 6, 2048, 1408);
+    p2 = p;
+    p2.E = 128;
+    p3 = p;
+    p3.K = 4096;
+    const char *hash = mt_template_hash();
+    mt_db *w = open_db(sys_path, MT_DB_CREATE);
+    put_entry(w, &p, SKU, "9.0", 16, "sys16", hash);
+    put_entry(w, &p, SKU, "9.0", 256, "sys256", hash);
+    put_entry(w, &p2, OTHER_SKU, "9.0", 32, "cc32", hash);     /* only another SKU */
+    put_entry(w, &p3, "NVIDIA A100", "8.0", 32, "a100", hash); /* another cc */
+    mt_db_close(w);
+    w = open_db(user_path, MT_DB_CREATE);
+    put_entry(w, &p, SKU, "9.0", 64, "user64", "0000stale");
+    mt_db_close(w);
+
+    mt_db *dbs[2] = {open_db(user_path, MT_DB_READONLY), open_db(sys_path, MT_DB_READONLY)};
+    mt_rt_machine m;
+    memset(&m, 0, sizeof m);
+    mt_strlcpy(m.sku, SKU, sizeof m.sku);
+    mt_strlcpy(m.cc, "9.0", sizeof m.cc);
+    mt_strlcpy(m.arch, "sm_90a", sizeof m.arch);
+    mt_db_provenance *cur = &m.prov;
+    mt_strlcpy(cur->sku, SKU, sizeof cur->sku);
+    mt_strlcpy(cur->driver_version, "13.0", sizeof cur->driver_version);
+    mt_strlcpy(cur->cuda_version, "13.0", sizeof cur->cuda_version);
+    mt_strlcpy(cur->nvrtc_version, "13.0", sizeof cur->nvrtc_version);
+    mt_strlcpy(cur->moetune_version, mt_version(), sizeof cur->moetune_version);
+    mt_strlcpy(cur->template_hash, hash, sizeof cur->template_hash);
+    mt_rt_choice c;
+    char msg[512];
+
+    /* The user database overrides the system one, even at a farther M. */
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p, 16, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_user64");
+    assert_int_equal(c.info.source, MT_LOOKUP_TUNED);
+    assert_int_equal(c.info.tuned_m, 64);
+    assert_int_equal(c.info.exact, 0);
+    assert_ptr_equal(c.db, dbs[0]);
+    assert_string_equal(c.info.db_path, user_path);
+    /* ... and its stale template hash is reported, not hidden. */
+    assert_non_null(strstr(c.info.provenance_diff, "template_hash"));
+
+    /* System database alone: nearest tuned M, ties to the larger. */
+    assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 16, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_sys16");
+    assert_int_equal(c.info.exact, 1);
+    assert_string_equal(c.info.provenance_diff, "");
+    assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 200, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_sys256");
+    assert_string_equal(c.info.db_path, sys_path);
+
+    /* No entry for this SKU: another SKU of the same compute capability. */
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p2, 8, 0, &c, msg, sizeof msg), MT_OK);
+    assert_int_equal(c.info.source, MT_LOOKUP_SAME_CC);
+    assert_string_equal(gemm1_of(&c), "mtk_cc32");
+    assert_string_equal(c.info.sku, OTHER_SKU);
+
+    /* Only another compute capability: the built-in defaults. */
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p3, 8, 0, &c, msg, sizeof msg), MT_OK);
+    assert_int_equal(c.info.source, MT_LOOKUP_DEFAULTS);
+    assert_null(c.db);
+    assert_string_equal(c.pipeline.backend, "default");
+    assert_non_null(strstr(c.info.pipeline, "backend=default"));
+    /* ... unless they are off. */
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p3, 8, 1, &c, msg, sizeof msg), MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(msg, "built-in defaults are off"));
+    assert_non_null(strstr(msg, SKU));
+    /* No databases at all. */
+    assert_int_equal(mt_rt_lookup(NULL, 0, &m, &p, 8, 0, &c, msg, sizeof msg), MT_OK);
+    assert_int_equal(c.info.source, MT_LOOKUP_DEFAULTS);
+    assert_string_equal(mt_lookup_source_name(MT_LOOKUP_SAME_CC), "same-cc");
+    mt_db_close(dbs[0]);
+    mt_db_close(dbs[1]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version_and_hash),
+        cmocka_unit_test(test_context_without_gpu),
+        cmocka_unit_test(test_destroy_null),
+        cmocka_unit_test(test_objects),
+        cmocka_unit_test(test_composition_rules),
+        cmocka_unit_test(test_create_and_run_refuse_bad_input),
+        cmocka_unit_test(test_default_tile_rule),
+        cmocka_unit_test(test_defaults_cover_every_mode),
+        cmocka_unit_test(test_lookup_order),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

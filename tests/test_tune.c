@@ -1,0 +1,314 @@
+/*
+ * Tests of the tuner on the CPU with the fake backend: a whole run into a
+ * database, a faulting and a hanging candidate isolated and recorded, resume
+ * after the tuner is killed at a random point (nothing finished is lost,
+ * at most the candidate in flight is measured again), and bad options.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/support.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moetune/db.h"
+#include "moetune/tuner.h"
+
+static void opts(mt_tune_opts *o, const char *db)
+{
+    memset(o, 0, sizeof *o);
+    mt_problem_init(&o->shape, 1, 64, 6, 2048, 1408);
+    o->label = "test";
+    static const int64_t ms[] = {1, 16, 256, 4096};
+    memcpy(o->Ms, ms, sizeof ms);
+    o->nM = 4;
+    o->db_path = db;
+    o->backend = "fake";
+    o->isolate = 1;
+    o->max_candidates = 6;
+    o->candidate_timeout_s = 1;
+}
+
+static int verify_quiet(mt_db *db)
+{
+    int problems = -1;
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_OK);
+    return problems;
+}
+
+typedef struct cand_scan {
+    int total, rejected, faults, timeouts;
+    char second[256];   /* gemm1 of the second stage-1 candidate */
+    int stage1;
+} cand_scan;
+
+static int scan(const mt_db_candidate *c, void *ctx)
+{
+    cand_scan *s = ctx;
+    s->total++;
+    if (!c->ok) {
+        s->rejected++;
+        s->faults += c->reason && !strncmp(c->reason, "fault", 5);
+        s->timeouts += c->reason && !strncmp(c->reason, "timeout", 7);
+    }
+    if (c->M == 256 && !strncmp(c->pipeline, "gemm1=", 6) && ++s->stage1 == 2) {
+        const char *end = strstr(c->pipeline, ";gemm2=");
+        size_t n = (size_t)(end - (c->pipeline + 6));
+        memcpy(s->second, c->pipeline + 6, n);
+        s->second[n] = '\0';
+    }
+    return 0;
+}
+
+static cand_scan scan_db(const char *path)
+{
+    mt_db *db = NULL;
+    cand_scan s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
+    assert_int_equal(mt_db_foreach_candidate(db, scan, &s), MT_OK);
+    assert_int_equal(verify_quiet(db), 0);
+    mt_db_close(db);
+    return s;
+}
+
+static void test_run_end_to_end(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/tune.db", mt_test_tmpdir("tune-e2e"));
+    mt_tune_opts o;
+    opts(&o, path);
+    mt_tune_summary s;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.nrows, 4);
+    assert_string_equal(s.sku, "FAKE GPU");
+    for (int i = 0; i < 4; i++) {
+        assert_true(s.rows[i].time_us > 0);
+        assert_true(s.rows[i].time_us <= s.rows[i].default_us);   /* never worse than default */
+        assert_true(s.rows[i].candidates >= 3);
+        assert_non_null(strstr(s.rows[i].gemm1, "grouped_gemm"));
+    }
+    cand_scan c = scan_db(path);
+    assert_int_equal(c.rejected, 0);
+    /* A second run finds everything done and measures nothing new. */
+    setenv("MT_FAKE_LOG", "/dev/null", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    assert_int_equal(scan_db(path).total, c.total);
+}
+
+static void test_fault_and_hang_are_isolated(void **state)
+{
+    (void)state;
+    char ref[600], path[600], msg[1024];
+    const char *dir = mt_test_tmpdir("tune-fault");
+    snprintf(ref, sizeof ref, "%s/ref.db", dir);
+    mt_tune_opts o;
+    opts(&o, ref);
+    mt_tune_summary s;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    cand_scan c = scan_db(ref);
+    assert_true(strlen(c.second) > 0);
+
+    /* The same run where that candidate kills its process, then hangs. */
+    const char *envs[] = {"MT_FAKE_FAULT", "MT_FAKE_HANG"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/run%d.db", dir, k);
+        opts(&o, path);
+        setenv(envs[k], c.second, 1);
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        unsetenv(envs[k]);
+        assert_true(s.worker_restarts >= 1);
+        assert_int_equal(s.nrows, 4);
+        cand_scan r = scan_db(path);
+        assert_true(r.rejected >= 1);
+        assert_true(k == 0 ? r.faults >= 1 : r.timeouts >= 1);
+        for (int i = 0; i < 4; i++)
+            assert_string_not_equal(s.rows[i].gemm1, c.second);
+    }
+}
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    if (!f)
+        return 0;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+/* Lines measured more than once in the fake backend's log. */
+static int repeats(const char *path)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "sort '%s' | uniq -d | wc -l", path);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    assert_non_null(p);
+    assert_int_equal(fscanf(p, "%d", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static void test_resume_after_kill(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-kill");
+    char path[600], log[600], msg[1024];
+    srand((unsigned)time(NULL));
+    for (int round = 0; round < 3; round++) {
+        snprintf(path, sizeof path, "%s/kill%d.db", dir, round);
+        snprintf(log, sizeof log, "%s/kill%d.log", dir, round);
+        mt_tune_opts o;
+        opts(&o, path);
+        setenv("MT_FAKE_LOG", log, 1);
+        setenv("MT_FAKE_DELAY_MS", "15", 1);
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            setpgid(0, 0);   /* so the kill takes the worker too */
+            mt_tune_summary s;
+            _exit(mt_tune_run(&o, &s, msg, sizeof msg) == MT_OK ? 0 : 1);
+        }
+        setpgid(pid, pid);
+        /* Kill somewhere in the middle of the run. */
+        struct timespec ts = {0, (100 + rand() % 400) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(-pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        int before = count_lines(log);
+        unsetenv("MT_FAKE_DELAY_MS");
+        mt_tune_summary s;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        unsetenv("MT_FAKE_LOG");
+        assert_int_equal(s.nrows, 4);
+        /* Nothing finished was measured again; at most the one in flight. */
+        int again = repeats(log);
+        printf("round %d: killed after %d measurements, %d measured twice\n", round, before,
+               again);
+        assert_true(again <= 1);
+        cand_scan c = scan_db(path);
+        assert_int_equal(c.rejected, 0);
+    }
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/bad.db", mt_test_tmpdir("tune-bad"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 0;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    opts(&o, path);
+    o.shape.topk = 99;
+    assert_int_not_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_non_null(strstr(msg, "topk"));
+    opts(&o, "/proc/no/such/dir/x.db");
+    assert_int_not_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_non_null(strstr(msg, "/proc/no/such/dir/x.db"));
+    opts(&o, path);
+    o.routing = "sideways";
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+}
+
+static void test_shards_cover_every_item_once(void **state)
+{
+    (void)state;
+    for (int n = 0; n <= 40; n++)
+        for (int count = 1; count <= 24; count++) {
+            int seen[64] = {0}, out[64];
+            for (int i = 0; i < count; i++) {
+                int k = mt_tune_shard(n, i, count, out);
+                for (int j = 0; j < k; j++) {
+                    assert_true(out[j] >= 0 && out[j] < n);
+                    seen[out[j]]++;
+                }
+            }
+            for (int i = 0; i < n; i++)
+                assert_int_equal(seen[i], 1);
+        }
+}
+
+/* Shards written to their own databases and merged equal one whole run. */
+static void test_shards_merge_to_whole(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-shard");
+    char whole[600], part[600], merged[600], msg[1024];
+    snprintf(whole, sizeof whole, "%s/whole.db", dir);
+    snprintf(merged, sizeof merged, "%s/merged.db", dir);
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, whole);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    mt_db *dst = NULL;
+    assert_int_equal(mt_db_open(merged, MT_DB_CREATE, &dst), MT_OK);
+    for (int i = 0; i < 3; i++) {
+        snprintf(part, sizeof part, "%s/shard%d.db", dir, i);
+        opts(&o, part);
+        o.shard_index = i;
+        o.shard_count = 3;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        assert_int_equal(s.nrows, i == 0 ? 2 : 1);   /* 4 values of M over 3 shards */
+        mt_db_merge_stats ms;
+        assert_int_equal(mt_db_merge(dst, part, &ms), MT_OK);
+    }
+    mt_db_close(dst);
+    for (int i = 0; i < 2; i++) {
+        opts(&o, i ? merged : whole);
+        setenv("MT_FAKE_LOG", "/dev/null", 1);
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);   /* all done: a lookup */
+        unsetenv("MT_FAKE_LOG");
+        assert_int_equal(s.nrows, 4);
+        assert_int_equal(s.unfinished, 0);
+    }
+}
+
+/* One worker per device; a device that cannot start leaves its share
+ * unfinished and reported, the others' results are kept. */
+static void test_devices_and_a_broken_one(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/dev.db", mt_test_tmpdir("tune-dev"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.ndevices = 3;
+    o.devices[0] = 0, o.devices[1] = 1, o.devices[2] = 2;
+    setenv("MT_FAKE_BROKEN_DEVICE", "1", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.nrows, 3);
+    assert_int_equal(s.unfinished, 1);
+    assert_int_equal(s.unfinished_M[0], 16);   /* M values dealt 0,1,2,0: device 1 had M=16 */
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);   /* the rerun finishes it */
+    assert_int_equal(s.nrows, 4);
+    assert_int_equal(s.unfinished, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_run_end_to_end),
+        cmocka_unit_test(test_fault_and_hang_are_isolated),
+        cmocka_unit_test(test_resume_after_kill),
+        cmocka_unit_test(test_shards_cover_every_item_once),
+        cmocka_unit_test(test_shards_merge_to_whole),
+        cmocka_unit_test(test_devices_and_a_broken_one),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,220 @@
+/*
+ * The fake tuning backend (see backend.h): deterministic, GPU-free numbers
+ * from the selection model plus a per-name jitter, and on request a fault
+ * (the process kills itself) or a hang, to test the supervisor, the resume
+ * path and the database without a GPU.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tuner/backend.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "tuner/select.h"
+
+typedef struct fake {
+    char fault[128], hang[128], log[512];
+    long delay_ms;
+    mt_problem p;
+} fake;
+
+static mt_status fake_provenance(void *self, mt_db_provenance *out, char *arch, char *msg,
+                                 size_t msg_size)
+{
+    (void)self, (void)msg, (void)msg_size;
+    memset(out, 0, sizeof *out);
+    mt_strlcpy(out->sku, "FAKE GPU", sizeof out->sku);
+    mt_strlcpy(out->cc, "9.0", sizeof out->cc);
+    out->sm_count = 132;
+    out->mem_clock_khz = 3201000;
+    mt_strlcpy(out->driver_version, "fake", sizeof out->driver_version);
+    mt_strlcpy(out->cuda_version, "fake", sizeof out->cuda_version);
+    mt_strlcpy(out->nvrtc_version, "fake", sizeof out->nvrtc_version);
+    mt_strlcpy(out->moetune_version, MT_VERSION_STRING, sizeof out->moetune_version);
+    mt_sha256_hex("fake templates", 14, out->template_hash);
+    mt_strlcpy(arch, "sm_90a", 16);
+    return MT_OK;
+}
+
+static mt_status make_variant(mt_variant *v, const char *family, const char *const *kv, int n)
+{
+    memset(v, 0, sizeof *v);
+    mt_strlcpy(v->family, family, sizeof v->family);
+    mt_strlcpy(v->arch, "sm_90a", sizeof v->arch);
+    v->template_version = 1;
+    v->threads = 128;
+    v->smem_bytes = 32768;
+    for (int i = 0; i < n; i++)
+        if (mt_variant_add(v, kv[2 * i], kv[2 * i + 1]))
+            return MT_ERR_INTERNAL;
+    return mt_variant_make_name(v, NULL);
+}
+
+static mt_status fake_gemm_variants(void *self, const mt_problem *p, int defaults_only,
+                                    mt_variant **out, size_t *n, char *msg, size_t msg_size)
+{
+    (void)self;
+    static const char *const bms[] = {"16", "64", "128"}, *const bns[] = {"64", "128"};
+    static const char *const epis[] = {"store", "silu", "gelu"}, *const stages[] = {"3", "4"};
+    mt_variant *v = calloc(3 * 2 * 3 * 2, sizeof *v);
+    size_t k = 0;
+    if (!v)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 2; b++)
+            for (int e = 0; e < 3; e++)
+                for (int s = 0; s < 2; s++) {
+                    if (defaults_only && (strcmp(stages[s], "4") || strcmp(bns[b], "128")))
+                        continue;
+                    const char *kv[] = {"dtype", mt_dtype_name(p->dtype),
+                                        "quant", mt_quant_mode_name(p->quant.mode),
+                                        "format", mt_act_format_name(p->format),
+                                        "epilogue", epis[e], "BLOCK_M", bms[a], "BLOCK_N", bns[b],
+                                        "BLOCK_K", "32", "GROUP_M", "8", "WARPS_M", "2",
+                                        "WARPS_N", "2", "STAGES", stages[s]};
+                    if (make_variant(&v[k++], "grouped_gemm", kv, 11)) {
+                        free(v);
+                        return mt_errf(msg, msg_size, MT_ERR_INTERNAL, "fake variant");
+                    }
+                }
+    *out = v;
+    *n = k;
+    return MT_OK;
+}
+
+static mt_status fake_pipeline(void *self, const mt_variant *g1, const mt_variant *g2,
+                              mt_variant steps[6], const char *roles[6], int *n, char *msg,
+                              size_t msg_size)
+{
+    const mt_problem *p = &((fake *)self)->p;
+    const char *a[] = {"THREADS", "1024"};
+    const char *b[] = {"dtype", mt_dtype_name(p->dtype), "activation",
+                       mt_activation_name(p->activation), "THREADS", "256"};
+    const char *c[] = {"dtype", mt_dtype_name(p->dtype), "THREADS", "256"};
+    const int standard = p->format == MT_FORMAT_STANDARD;
+    *n = 0;
+    if (standard && make_variant(&steps[*n], "moe_align", a, 1) == MT_OK)
+        roles[(*n)++] = "align";
+    steps[*n] = *g1;
+    roles[(*n)++] = "gemm1";
+    if (!strcmp(mt_variant_get(g1, "epilogue"), "store") &&
+        make_variant(&steps[*n], "act_and_mul", b, 3) == MT_OK)
+        roles[(*n)++] = "act";
+    steps[*n] = *g2;
+    roles[(*n)++] = "gemm2";
+    if (standard && make_variant(&steps[*n], "moe_reduce", c, 2) == MT_OK)
+        roles[(*n)++] = "reduce";
+    return *n >= 2 ? MT_OK : mt_errf(msg, msg_size, MT_ERR_INTERNAL, "fake pipeline");
+}
+
+static mt_status fake_open_item(void *self, const mt_problem *p, const char *routing, char *msg,
+                                size_t msg_size)
+{
+    (void)routing, (void)msg, (void)msg_size;
+    ((fake *)self)->p = *p;
+    return MT_OK;
+}
+
+static void fake_close_item(void *self) { (void)self; }
+
+static double jitter(const char *name)
+{
+    char hex[65];
+    mt_sha256_hex(name, strlen(name), hex);
+    return 1.0 + (double)strtoul((char[]){hex[0], hex[1], 0}, NULL, 16) / 2560.0;
+}
+
+static mt_status fake_measure(void *self, const mt_variant *g1, const mt_variant *g2,
+                              mt_measure *out, char *msg, size_t msg_size)
+{
+    (void)msg, (void)msg_size;
+    fake *f = self;
+    if (f->log[0]) {
+        FILE *lf = fopen(f->log, "a");
+        if (lf) {
+            fprintf(lf, "%lld %s %s\n", (long long)f->p.M, g1->name, g2->name);
+            fclose(lf);
+        }
+    }
+    if (f->delay_ms > 0) {
+        struct timespec ts = {f->delay_ms / 1000, (f->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (f->fault[0] && strstr(g1->name, f->fault))
+        raise(SIGKILL);   /* what a faulting kernel does to its process, at worst */
+    if (f->hang[0] && strstr(g1->name, f->hang))
+        for (;;)
+            pause();
+    memset(out, 0, sizeof *out);
+    out->ok = 1;
+    out->rel_err = 1e-3;
+    out->time_us = (mt_gemm_model_us(g1, &f->p, 0, 132) + mt_gemm_model_us(g2, &f->p, 1, 132)) *
+                   jitter(g1->name) * jitter(g2->name) + 5.0;
+    return MT_OK;
+}
+
+static mt_status fake_measure_cublas(void *self, mt_measure *out, char *msg, size_t msg_size)
+{
+    (void)msg, (void)msg_size;
+    fake *f = self;
+    memset(out, 0, sizeof *out);
+    out->ok = 1;
+    out->time_us = 10.0 + (double)(f->p.M * f->p.topk) * 0.5;
+    return MT_OK;
+}
+
+static mt_status fake_kernel(void *self, const mt_variant *v, mt_db_kernel *out, char *msg,
+                             size_t msg_size)
+{
+    (void)self;
+    memset(out, 0, sizeof *out);
+    out->variant = *v;
+    mt_buf src = {0};
+    mt_buf_printf(&src, "// fake kernel %s\n", v->name);
+    out->source = src.data;
+    out->source_len = src.len;
+    out->image = malloc(strlen(v->name) + 1);
+    if (src.oom || !out->image) {
+        free(out->source);
+        free(out->image);
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    }
+    memcpy(out->image, v->name, strlen(v->name) + 1);
+    out->image_len = strlen(v->name) + 1;
+    mt_sha256_hex("fake templates", 14, out->template_hash);
+    return MT_OK;
+}
+
+static void fake_destroy(void *self) { free(self); }
+
+mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size)
+{
+    const char *broken = getenv("MT_FAKE_BROKEN_DEVICE");
+    if (broken && atoi(broken) == device)
+        return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "fake device %d is broken", device);
+    fake *f = calloc(1, sizeof *f);
+    if (!f)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    /* The environment is read once, here. */
+    const char *e;
+    if ((e = getenv("MT_FAKE_FAULT")))
+        mt_strlcpy(f->fault, e, sizeof f->fault);
+    if ((e = getenv("MT_FAKE_HANG")))
+        mt_strlcpy(f->hang, e, sizeof f->hang);
+    if ((e = getenv("MT_FAKE_LOG")))
+        mt_strlcpy(f->log, e, sizeof f->log);
+    if ((e = getenv("MT_FAKE_DELAY_MS")))
+        f->delay_ms = atol(e);
+    *out = (mt_tune_backend){
+        .name = "fake", .self = f, .provenance = fake_provenance,
+        .gemm_variants = fake_gemm_variants, .open_item = fake_open_item,
+        .close_item = fake_close_item, .measure = fake_measure,
+        .measure_cublas = fake_measure_cublas, .kernel = fake_kernel,
+        .pipeline = fake_pipeline, .destroy = fake_destroy};
+    return MT_OK;
+}

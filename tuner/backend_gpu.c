@@ -1,0 +1,400 @@
+/*
+ * The GPU tuning backend (see backend.h): compiles candidates through the
+ * generator's cache, checks each composed pipeline against the CPU oracle
+ * on a sample of tokens (output poisoned first), and times it with
+ * tuner/timing (graph replay, L2 flush, median).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tuner/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cuda_driver.h"
+#include "common/util.h"
+#include "moetune/gen.h"
+#include "moetune/oracle.h"
+#include "runtime/rt_internal.h"
+#include "tuner/cublas_baseline.h"
+#include "tuner/harness.h"
+#include "tuner/kernel_set.h"
+#include "tuner/select.h"
+#include "tuner/timing.h"
+
+#define SAMPLE_TOKENS 32
+
+typedef struct gpu_backend {
+    mt_gpu gpu;
+    mt_gen *gen;
+    mt_kernel_set set;
+    mt_timer timer;
+    mt_variant *all;         /* every valid GEMM variant of the problem */
+    size_t nall;
+    /* the open item */
+    int open;
+    mt_problem_data d, dcub;
+    int have_dcub;
+    int64_t tokens[SAMPLE_TOKENS];
+    int64_t ntokens;
+    float *ref;
+    void *got;
+    CUdeviceptr ws, comb;
+    size_t ws_size;
+} gpu_backend;
+
+/* The same provenance the runtime compares stored entries with, so that an
+ * entry tuned here reads as current there. */
+static mt_status gpu_provenance(void *self, mt_db_provenance *out, char *arch, char *msg,
+                                size_t msg_size)
+{
+    gpu_backend *b = self;
+    (void)msg, (void)msg_size;
+    mt_rt_current_provenance(&b->gpu, out);
+    mt_strlcpy(arch, mt_gpu_arch(&b->gpu), 16);
+    return MT_OK;
+}
+
+static mt_status enumerate(gpu_backend *b, const char *family, const char *const *kv, int n,
+                           int defaults_only, mt_variant **out, size_t *count, char *msg,
+                           size_t msg_size)
+{
+    mt_gen_filter f = {.family = family, .arch = mt_gpu_arch(&b->gpu),
+                       .defaults_only = defaults_only, .nparams = n};
+    for (int i = 0; i < n; i++) {
+        f.params[i].name = kv[2 * i];
+        f.params[i].value = kv[2 * i + 1];
+    }
+    mt_status st = mt_gen_enumerate(b->gen, &f, out, count, NULL);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));
+    if (*count == 0)
+        return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED, "no %s variant for %s on %s", family,
+                       n ? kv[1] : "this problem", mt_gpu_arch(&b->gpu));
+    return MT_OK;
+}
+
+static mt_status gpu_gemm_variants(void *self, const mt_problem *p, int defaults_only,
+                                   mt_variant **out, size_t *n, char *msg, size_t msg_size)
+{
+    gpu_backend *b = self;
+    const char *kv[] = {"dtype", mt_dtype_name(p->dtype), "quant",
+                        mt_quant_mode_name(p->quant.mode), "format",
+                        mt_act_format_name(p->format)};
+    mt_status st = enumerate(b, "grouped_gemm", kv, 3, defaults_only, out, n, msg, msg_size);
+    if (st || defaults_only)
+        return st;
+    /* Keep the full list: plans look up GEMM2 siblings in it. */
+    free(b->all);
+    b->nall = 0;
+    if (!(b->all = malloc((*n ? *n : 1) * sizeof *b->all)))
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    memcpy(b->all, *out, *n * sizeof *b->all);
+    b->nall = *n;
+    return MT_OK;
+}
+
+/* Load the default variants of the non-GEMM families a pipeline for p can
+ * use (align, act_and_mul, act_quant, reduce), so that plans compose from
+ * the set as everywhere else (mt_plan_compose). */
+static mt_status load_step_kernels(gpu_backend *b, const mt_problem *p, char *msg,
+                                   size_t msg_size)
+{
+    static const char *const fams[] = {"moe_align", "act_and_mul", "act_quant", "moe_reduce"};
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+        const char *kv[] = {"dtype", mt_dtype_name(p->dtype)};
+        const int has_dtype = strcmp(fams[i], "moe_align") != 0;
+        mt_variant *v = NULL;
+        size_t n = 0;
+        mt_status st = enumerate(b, fams[i], kv, has_dtype, 1, &v, &n, msg, msg_size);
+        if (st == MT_ERR_UNSUPPORTED && !strcmp(fams[i], "act_quant")) {
+            free(v);
+            continue;   /* no 8-bit activations on this arch: only w8a8 needs them */
+        }
+        if (!st)
+            st = mt_kernel_set_add(&b->set, b->gen, v, n, msg, msg_size);
+        free(v);
+        if (st)
+            return st;
+    }
+    return MT_OK;
+}
+
+static void gpu_close_item(void *self)
+{
+    gpu_backend *b = self;
+    if (!b->open)
+        return;
+    mt_problem_data_free(&b->d);
+    if (b->have_dcub)
+        mt_problem_data_free(&b->dcub);
+    if (b->ws)
+        mt_cu.cuMemFree(b->ws);
+    if (b->comb)
+        mt_cu.cuMemFree(b->comb);
+    free(b->ref);
+    free(b->got);
+    b->ws = b->comb = 0;
+    b->ws_size = 0;
+    b->ref = NULL;
+    b->got = NULL;
+    b->have_dcub = 0;
+    b->open = 0;
+}
+
+static mt_status gpu_open_item(void *self, const mt_problem *p, const char *routing, char *msg,
+                               size_t msg_size)
+{
+    gpu_backend *b = self;
+    mt_routing r = MT_ROUTING_UNIFORM;
+    if (routing && mt_routing_parse(routing, &r))
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", routing);
+    gpu_close_item(b);
+    mt_status st = load_step_kernels(b, p, msg, msg_size);
+    if (st)
+        return st;
+    if ((st = mt_problem_data_make(&b->d, p, r, (uint64_t)p->M, 1, msg, msg_size)))
+        return st;
+    b->open = 1;
+    const mt_problem *q = &b->d.p;
+    b->ntokens = q->M < SAMPLE_TOKENS ? q->M : SAMPLE_TOKENS;
+    for (int64_t i = 0; i < b->ntokens; i++)
+        b->tokens[i] = b->ntokens > 1 ? i * (q->M - 1) / (b->ntokens - 1) : 0;
+    const size_t es = mt_dtype_size(q->dtype);
+    b->ref = calloc((size_t)(q->M * q->K), sizeof(float));
+    b->got = malloc((size_t)(q->M * q->K) * es + 16);
+    if (!b->ref || !b->got)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    if ((st = mt_oracle_fused_moe(q, &b->d.h_std, b->tokens, b->ntokens, b->ref, msg, msg_size)))
+        return st;
+    if (q->format == MT_FORMAT_BATCHED) {
+        CUresult cr = mt_cu.cuMemAlloc(&b->comb, (size_t)(q->M * q->K) * es + 16);
+        if (cr != CUDA_SUCCESS)
+            return mt_cu_fail(cr, "cuMemAlloc", __FILE__, __LINE__, msg, msg_size);
+    }
+    return MT_OK;
+}
+
+/* gemm1's plan from the set (its GEMM2 sibling, align, act, quant, reduce),
+ * with gemm2 replaced by the one asked for. */
+static mt_status make_plan(gpu_backend *b, const mt_variant *g1, const mt_variant *g2,
+                           mt_moe_plan *plan, char *msg, size_t msg_size)
+{
+    /* mt_plan_compose also needs gemm1's store sibling loaded. */
+    size_t sib = mt_find_store_sibling(b->all, b->nall, g1);
+    if (sib == (size_t)-1)
+        return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "%s has no store sibling", g1->name);
+    mt_variant need[3] = {*g1, *g2, b->all[sib]};
+    mt_status st = mt_kernel_set_add(&b->set, b->gen, need, 3, msg, msg_size);
+    if (st)
+        return st;
+    if ((st = mt_plan_compose(&b->set, &b->d.p, g1->name, plan, msg, msg_size)))
+        return st;
+    plan->step[MT_STEP_GEMM2] = *mt_kernel_set_find(&b->set, g2->name);
+    return mt_moe_plan_check(plan, &b->d.p, msg, msg_size);
+}
+
+static mt_status gpu_pipeline(void *self, const mt_variant *g1, const mt_variant *g2,
+                              mt_variant steps[6], const char *roles[6], int *n, char *msg,
+                              size_t msg_size)
+{
+    gpu_backend *b = self;
+    mt_moe_plan plan;
+    mt_status st = make_plan(b, g1, g2, &plan, msg, msg_size);
+    if (st)
+        return st;
+    /* The database's step order is the order of execution. */
+    static const mt_step order[] = {MT_STEP_ALIGN, MT_STEP_QUANT, MT_STEP_GEMM1,
+                                    MT_STEP_ACT,   MT_STEP_GEMM2, MT_STEP_REDUCE};
+    *n = 0;
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (plan.step[order[i]].fn) {
+            steps[*n] = plan.step[order[i]].v;
+            roles[(*n)++] = mt_step_name(order[i]);
+        }
+    return MT_OK;
+}
+
+typedef struct run_ctx {
+    gpu_backend *b;
+    const mt_moe_plan *plan;
+} run_ctx;
+
+static mt_status enqueue(void *ctx, CUstream stream, char *msg, size_t msg_size)
+{
+    run_ctx *c = ctx;
+    return mt_moe_run(c->plan, &c->b->d.p, &c->b->d.d, c->b->ws, c->b->ws_size, stream, msg,
+                      msg_size);
+}
+
+static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant *g2,
+                             mt_measure *out, char *msg, size_t msg_size)
+{
+    gpu_backend *b = self;
+    const mt_problem *p = &b->d.p;
+    const size_t es = mt_dtype_size(p->dtype);
+    const int batched = p->format == MT_FORMAT_BATCHED;
+    mt_moe_plan plan;
+    memset(out, 0, sizeof *out);
+    mt_status st = make_plan(b, g1, g2, &plan, msg, msg_size);
+    if (st == MT_ERR_INCOMPATIBLE || st == MT_ERR_UNSUPPORTED) {
+        snprintf(out->reason, sizeof out->reason, "not composable: %s", msg);
+        return MT_OK;
+    }
+    if (st)
+        return st;
+    size_t need = mt_moe_workspace_size(&plan, p);
+    if (need > b->ws_size) {
+        if (b->ws)
+            mt_cu.cuMemFree(b->ws);
+        b->ws = 0;
+        MT_CU_TRY(mt_cu.cuMemAlloc(&b->ws, need), msg, msg_size);
+        b->ws_size = need;
+    }
+    /* Check: poisoned output (NaN bytes), one run, compare with the oracle. */
+    size_t out_bytes = (size_t)((batched ? p->local_E * p->max_tokens : p->M) * p->K) * es;
+    MT_CU_TRY(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)b->d.d.out, 0xFF, out_bytes), msg, msg_size);
+    if ((st = mt_moe_run(&plan, p, &b->d.d, b->ws, b->ws_size, b->timer.stream, msg, msg_size)))
+        return st;
+    CUdeviceptr result = (CUdeviceptr)(uintptr_t)b->d.d.out;
+    if (batched) {
+        MT_CU_TRY(mt_cu.cuMemsetD8(b->comb, 0xFF, (size_t)(p->M * p->K) * es), msg, msg_size);
+        if ((st = mt_moe_combine(&plan, p, result, b->d.d_slot_row,
+                                 p->apply_router_weight_on_input
+                                     ? 0 : (CUdeviceptr)(uintptr_t)b->d.d.topk_weights,
+                                 b->comb, b->timer.stream, msg, msg_size)))
+            return st;
+        result = b->comb;
+    }
+    MT_CU_TRY(mt_cu.cuStreamSynchronize(b->timer.stream), msg, msg_size);
+    if (!batched && (st = mt_moe_read_error(b->ws, p, msg, msg_size)))
+        return st;
+    MT_CU_TRY(mt_cu.cuMemcpyDtoH(b->got, result, (size_t)(p->M * p->K) * es), msg, msg_size);
+    int64_t nans = 0;
+    out->rel_err = mt_rel_l2(b->got, p->dtype, b->ref, b->tokens, b->ntokens, p->K, &nans);
+    const double tol = p->dtype == MT_DTYPE_BF16 ? 1e-2 : 5e-3;
+    if (nans || !(out->rel_err < tol)) {
+        snprintf(out->reason, sizeof out->reason,
+                 "wrong result: rel_l2 %.3g (tolerance %.0e), %lld non-finite", out->rel_err, tol,
+                 (long long)nans);
+        return MT_OK;
+    }
+    run_ctx c = {b, &plan};
+    mt_timing t;
+    if ((st = mt_time(&b->timer, enqueue, &c, &t, msg, msg_size)))
+        return st;
+    out->ok = 1;
+    out->time_us = t.median_us;
+    return MT_OK;
+fail:
+    return st;
+}
+
+static mt_status gpu_measure_cublas(void *self, mt_measure *out, char *msg, size_t msg_size)
+{
+    gpu_backend *b = self;
+    memset(out, 0, sizeof *out);
+    mt_problem q = b->d.p;
+    mt_problem_data *d = &b->d;
+    mt_status st;
+    if (q.format == MT_FORMAT_STANDARD) {   /* the same routing, laid out per expert */
+        q.format = MT_FORMAT_BATCHED;
+        if ((st = mt_problem_data_make(&b->dcub, &q, MT_ROUTING_UNIFORM, (uint64_t)q.M, 1, msg,
+                                       msg_size)))
+            return st;
+        b->have_dcub = 1;
+        d = &b->dcub;
+    }
+    const mt_kernel *act = NULL;   /* the activation kernel of the unquantized path */
+    for (size_t i = 0; i < b->set.n && !act; i++)
+        if (!strcmp(b->set.k[i].v.family, "act_and_mul") &&
+            !strcmp(mt_variant_get(&b->set.k[i].v, "activation"), mt_activation_name(q.activation)))
+            act = &b->set.k[i];
+    if (!act)
+        return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no act_and_mul kernel for cuBLAS");
+    mt_cublas_baseline *cb = NULL;
+    if ((st = mt_cublas_baseline_create(&d->p, d->h_counts, &d->d, act, &cb, msg, msg_size)))
+        return st;
+    mt_timing t;
+    st = mt_time(&b->timer, mt_cublas_baseline_run, cb, &t, msg, msg_size);
+    mt_cublas_baseline_destroy(cb);
+    if (b->have_dcub) {
+        mt_problem_data_free(&b->dcub);
+        b->have_dcub = 0;
+    }
+    if (st)
+        return st;
+    out->ok = 1;
+    out->time_us = t.median_us;
+    snprintf(out->reason, sizeof out->reason, "GEMM1 + act + GEMM2 only");
+    return MT_OK;
+}
+
+static mt_status gpu_kernel(void *self, const mt_variant *v, mt_db_kernel *out, char *msg,
+                            size_t msg_size)
+{
+    gpu_backend *b = self;
+    mt_kernel_binary *bin = NULL;
+    memset(out, 0, sizeof *out);
+    mt_status st = mt_gen_compile(b->gen, v, 1, &bin);
+    if (st) {
+        mt_errf(msg, msg_size, st, "compiling %s: %s", v->name, bin && bin->log ? bin->log : "");
+        mt_kernel_binaries_free(bin, 1);
+        return st;
+    }
+    out->variant = bin->variant;
+    out->source = bin->source;
+    out->source_len = bin->source_len;
+    out->image = bin->image;
+    out->image_len = bin->image_len;
+    out->is_ptx = bin->is_ptx;
+    bin->source = NULL;
+    bin->image = NULL;
+    st = mt_gen_template_hash(b->gen, v->family, out->template_hash);
+    mt_kernel_binaries_free(bin, 1);
+    if (st)
+        mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));
+    return st;
+}
+
+static void gpu_destroy(void *self)
+{
+    gpu_backend *b = self;
+    gpu_close_item(b);
+    free(b->all);
+    mt_timer_free(&b->timer);
+    mt_kernel_set_free(&b->set);
+    mt_gen_close(b->gen);
+    mt_gpu_close(&b->gpu);
+    free(b);
+}
+
+mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char *msg,
+                              size_t msg_size)
+{
+    gpu_backend *b = calloc(1, sizeof *b);
+    if (!b)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    mt_status st = mt_gpu_open(ordinal, &b->gpu, msg, msg_size);
+    if (st) {
+        free(b);
+        return st;
+    }
+    mt_gen_config cfg = {0};
+    if ((st = mt_gen_open(&cfg, &b->gen))) {
+        mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));
+        gpu_destroy(b);
+        return st;
+    }
+    if ((st = mt_timer_init(&b->timer, 256u << 20, 3, reps, msg, msg_size))) {
+        gpu_destroy(b);
+        return st;
+    }
+    *out = (mt_tune_backend){
+        .name = "gpu", .self = b, .provenance = gpu_provenance,
+        .gemm_variants = gpu_gemm_variants, .open_item = gpu_open_item,
+        .close_item = gpu_close_item, .measure = gpu_measure,
+        .measure_cublas = gpu_measure_cublas, .kernel = gpu_kernel,
+        .pipeline = gpu_pipeline, .destroy = gpu_destroy};
+    return MT_OK;
+}

@@ -1,0 +1,16 @@
+/*
+ * Growing a kernel set (tuner/harness.h) one batch of variants at a time:
+ * the tuner compiles only the candidates it is about to time.
+ */
+#ifndef MT_TUNER_KERNEL_SET_H
+#define MT_TUNER_KERNEL_SET_H
+
+#include "tuner/harness.h"
+
+/* Compile (through the cache) and load the variants not yet in the set. */
+mt_status mt_kernel_set_add(mt_kernel_set *set, mt_gen *g, const mt_variant *v, size_t n,
+                            char *msg, size_t msg_size);
+/* The loaded kernel named `name`, or NULL. */
+const mt_kernel *mt_kernel_set_find(const mt_kernel_set *set, const char *name);
+
+#endif

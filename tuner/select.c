@@ -1,0 +1,125 @@
+/*
+ * Candidate selection by a cheap model (see select.h).
+ */
+#include "tuner/select.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/defaults.h"
+
+double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
+{
+    const double bm = (double)mt_variant_int(v, "BLOCK_M", 64);
+    /* A fused tile covers bn/2 gate and bn/2 up columns: the same work as a
+     * plain tile of bn columns, so no correction is needed. */
+    const double bn = (double)mt_variant_int(v, "BLOCK_N", 64);
+    const double rows = mt_rows_per_expert(p);
+    const int64_t slots = p->M * p->topk;
+    const double busy = (double)(slots < p->local_E ? slots : p->local_E);
+    const double n_out = second ? (double)p->K : 2.0 * (double)p->N;
+    const double k = second ? (double)p->N : (double)p->K;
+    const double es = (double)mt_dtype_size(p->dtype);
+    const double mblocks = ceil(rows / bm);
+    /* Weights are re-read once per row block of an expert; GROUP_M ordering
+     * lets neighbouring row blocks share them through L2. */
+    const double reread = mt_variant_int(v, "GROUP_M", 1) > 1 ? 1.0 + (mblocks - 1.0) * 0.25 : mblocks;
+    const double bytes = busy * n_out * k * es * reread + (double)slots * k * es * ceil(n_out / bn);
+    const double flops = 2.0 * busy * mblocks * bm * n_out * k;
+    /* Bigger warp tiles use the tensor cores better (fewer shared loads per MMA). */
+    const double wm = bm / (double)mt_variant_int(v, "WARPS_M", 1);
+    const double wn = bn / (double)mt_variant_int(v, "WARPS_N", 1);
+    const double mma_eff = fmin(1.0, sqrt(wm * wn / (64.0 * 64.0))) * 0.5;
+    const double ctas = busy * mblocks * ceil(n_out / bn);
+    const double per_sm = fmax(1.0, floor(fmin(2048.0 / (double)v->threads,
+                                               228.0 * 1024.0 / fmax(1.0, (double)v->smem_bytes))));
+    const double waves = ctas / ((double)sm_count * per_sm);
+    const double wave_eff = waves >= 1.0 ? waves / ceil(waves) : waves;
+    const double t = fmax(bytes / 4.0e12, flops / (790e12 * mma_eff));
+    return t / fmax(wave_eff, 1e-3) * 1e6;
+}
+
+typedef struct ranked {
+    size_t idx;
+    double us;
+} ranked;
+
+static int by_time(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->us != y->us)
+        return x->us < y->us ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (mt_variant_same_but(&all[i], v, "epilogue", "store"))
+            return i;
+    return (size_t)-1;
+}
+
+size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
+                       int64_t block_m, int sm_count, int max, size_t *out)
+{
+    ranked *r = malloc((n ? n : 1) * sizeof *r);
+    size_t m = 0;
+    if (!r)
+        return 0;
+    const char *act = mt_activation_name(p->activation);
+    for (size_t i = 0; i < n; i++) {
+        const char *epi = mt_variant_get(&all[i], "epilogue");
+        if (!epi)
+            continue;
+        if (stage == 1) {
+            if (strcmp(epi, "store") && strcmp(epi, act))
+                continue;
+            if (mt_find_store_sibling(all, n, &all[i]) == (size_t)-1)
+                continue;
+        } else if (strcmp(epi, "store") || mt_variant_int(&all[i], "BLOCK_M", 0) != block_m) {
+            continue;
+        }
+        r[m].idx = i;
+        r[m].us = mt_gemm_model_us(&all[i], p, stage == 2, sm_count);
+        m++;
+    }
+    qsort(r, m, sizeof *r, by_time);
+    /* The model is coarse: take the best of each tile shape first (so the
+     * candidates differ in shape, not only in stages or warps), then fill
+     * up in model order. */
+    size_t k = 0;
+    for (int pass = 0; pass < 2 && k < (size_t)max; pass++)
+        for (size_t i = 0; i < m && k < (size_t)max; i++) {
+            if (r[i].idx == (size_t)-1)
+                continue;
+            const mt_variant *v = &all[r[i].idx];
+            int shape_taken = 0;
+            for (size_t j = 0; j < k && pass == 0 && !shape_taken; j++) {
+                const mt_variant *u = &all[out[j]];
+                shape_taken = mt_variant_int(u, "BLOCK_M", 0) == mt_variant_int(v, "BLOCK_M", 0) &&
+                              mt_variant_int(u, "BLOCK_N", 0) == mt_variant_int(v, "BLOCK_N", 0) &&
+                              mt_variant_int(u, "BLOCK_K", 0) == mt_variant_int(v, "BLOCK_K", 0) &&
+                              !strcmp(mt_variant_get(u, "epilogue"), mt_variant_get(v, "epilogue"));
+            }
+            if (shape_taken)
+                continue;
+            out[k++] = r[i].idx;
+            r[i].idx = (size_t)-1;
+        }
+    free(r);
+    return k;
+}
+
+size_t mt_find_default(const mt_variant *defaults, size_t n, const mt_problem *p)
+{
+    const int64_t bm = mt_default_block_m(p);
+    const char *act = mt_activation_name(p->activation);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(defaults[i].family, "grouped_gemm") &&
+            !strcmp(mt_variant_get(&defaults[i], "epilogue"), act) &&
+            mt_variant_int(&defaults[i], "BLOCK_M", 0) == bm)
+            return i;
+    return (size_t)-1;
+}

@@ -1,0 +1,32 @@
+/*
+ * Which grouped-GEMM tiles are worth timing for a problem: a cheap model of
+ * the time of one GEMM (weight bytes re-read per row block, padding waste,
+ * how evenly the CTAs fill the GPU), used to rank the valid variants so the
+ * tuner compiles and times only the promising ones.
+ */
+#ifndef MT_TUNER_SELECT_H
+#define MT_TUNER_SELECT_H
+
+#include <stddef.h>
+#include "moetune/problem.h"
+#include "moetune/variant.h"
+
+/* Modelled microseconds of GEMM1 (second = 0) or GEMM2 of p with tile v. */
+double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count);
+
+/* Up to `max` variants of `all` for one stage, best modelled first:
+ * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
+ * a store sibling present), stage 2 = GEMM2 candidates ("store") whose
+ * BLOCK_M equals block_m. Writes indices into out; returns the count. */
+size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
+                       int64_t block_m, int sm_count, int max, size_t *out);
+
+/* Index of the store sibling of v in all, or (size_t)-1. */
+size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v);
+
+/* Index of the untuned default GEMM1 among the default-set variants
+ * `defaults` (common/defaults.h: BLOCK_M by rows per expert, activation
+ * fused), or (size_t)-1. Its GEMM2 is its store sibling. */
+size_t mt_find_default(const mt_variant *defaults, size_t n, const mt_problem *p);
+
+#endif

@@ -1,0 +1,376 @@
+/*
+ * The tuning worker (see worker.h).
+ *
+ * Per M: the untuned default pipeline and cuBLAS are measured first (the
+ * baselines), then stage 1 times the most promising GEMM1 tiles (each with
+ * its GEMM2 sibling), stage 2 times GEMM2 tiles under the best GEMM1 (GEMM1
+ * and GEMM2 have other shapes and may want other tiles; they must share
+ * BLOCK_M because they share the alignment). Every candidate is checked
+ * against the reference before it is timed; the winner is the fastest
+ * correct pipeline, and only if it beats the default is it stored as
+ * "moetune" (else the default is stored).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tuner/worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "moetune/db.h"
+#include "tuner/select.h"
+
+typedef struct worker {
+    const mt_tune_opts *o;
+    mt_tune_backend be;
+    mt_db *db;
+    int fd;
+    int64_t prov_id;
+    char arch[16];
+    mt_db_provenance prov;
+    mt_variant *all, *defaults;
+    size_t nall, ndefaults;
+} worker;
+
+static void report(worker *w, const char *line)
+{
+    if (w->fd < 0)
+        return;
+    size_t n = strlen(line);
+    /* One write per line: the supervisor reads whole lines. */
+    if (write(w->fd, line, n) != (ssize_t)n)
+        w->fd = -1;
+}
+
+mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, char *msg,
+                      size_t msg_size)
+{
+    mt_status st = mt_db_key_from_problem(&o->shape, sku, o->routing, key);
+    if (st)
+        return mt_errf(msg, msg_size, st, "cannot make a database key (SKU '%s', routing '%s')",
+                       sku, o->routing ? o->routing : "uniform");
+    return MT_OK;
+}
+
+static void pipeline_text(const char *prefix, const mt_variant *g1, const mt_variant *g2,
+                          char *out, size_t size)
+{
+    snprintf(out, size, "%sgemm1=%s;gemm2=%s", prefix, g1->name, g2->name);
+}
+
+/* Measure one candidate unless the log has it; record the result. */
+static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const char *text,
+                             const mt_variant *g1, const mt_variant *g2, char *msg,
+                             size_t msg_size)
+{
+    int seen = 0;
+    mt_status st = mt_db_candidate_seen(w->db, key, M, text, &seen);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (seen)
+        return MT_OK;
+    char line[1024];
+    snprintf(line, sizeof line, "C %lld %s\n", (long long)M, text);
+    report(w, line);
+    mt_measure m;
+    memset(&m, 0, sizeof m);
+    st = g1 ? w->be.measure(w->be.self, g1, g2, &m, msg, msg_size)
+            : w->be.measure_cublas(w->be.self, &m, msg, msg_size);
+    if (st)
+        return st;
+    mt_db_candidate c = {.key = *key, .M = M, .pipeline = text, .ok = m.ok,
+                         .time_us = m.ok ? m.time_us : MT_DB_NO_TIME,
+                         .rel_err = m.rel_err, .reason = m.ok ? NULL : m.reason};
+    if ((st = mt_db_record_candidate(w->db, &c)))
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    report(w, "D\n");
+    if (w->o->log)
+        fprintf(w->o->log, "  M=%-5lld %-9s %8.1f us  err %.1e  %s\n", (long long)M,
+                m.ok ? "ok" : "rejected", m.ok ? m.time_us : 0.0, m.rel_err,
+                m.ok ? text : m.reason);
+    return MT_OK;
+}
+
+/* Fastest correct measured candidate of (key, M) with the given prefix. */
+typedef struct best_scan {
+    const mt_db_key *key;
+    int64_t M;
+    const char *prefix;
+    double us, rel_err;
+    char text[1024];
+    int count, rejected;
+} best_scan;
+
+static int same_key(const mt_db_key *a, const mt_db_key *b)
+{
+    char ta[512], tb[512];
+    return !strcmp(a->sku, b->sku) && mt_db_key_format(a, ta, sizeof ta) == MT_OK &&
+           mt_db_key_format(b, tb, sizeof tb) == MT_OK && !strcmp(ta, tb);
+}
+
+static int scan_best(const mt_db_candidate *c, void *ctx)
+{
+    best_scan *b = ctx;
+    if (c->M != b->M || !same_key(&c->key, b->key) ||
+        strncmp(c->pipeline, b->prefix, strlen(b->prefix)) || !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
+        return 0;
+    b->count++;
+    if (!c->ok) {
+        b->rejected++;
+        return 0;
+    }
+    if (c->time_us < b->us) {
+        b->us = c->time_us;
+        b->rel_err = c->rel_err;
+        mt_strlcpy(b->text, c->pipeline, sizeof b->text);
+    }
+    return 0;
+}
+
+static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
+                           best_scan *b, char *msg, size_t msg_size)
+{
+    memset(b, 0, sizeof *b);
+    b->key = key;
+    b->M = M;
+    b->prefix = prefix;
+    b->us = 1e30;
+    mt_status st = mt_db_foreach_candidate(w->db, scan_best, b);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    return MT_OK;
+}
+
+static const mt_variant *by_name(const worker *w, const char *name, size_t len)
+{
+    for (size_t i = 0; i < w->nall; i++)
+        if (strlen(w->all[i].name) == len && !strncmp(w->all[i].name, name, len))
+            return &w->all[i];
+    return NULL;
+}
+
+/* Parse "[default;]gemm1=A;gemm2=B" back to the variants. */
+static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
+                      const mt_variant **g2)
+{
+    const char *a = strstr(text, "gemm1="), *b = strstr(text, ";gemm2=");
+    if (!a || !b)
+        return 0;
+    *g1 = by_name(w, a + 6, (size_t)(b - (a + 6)));
+    *g2 = by_name(w, b + 7, strlen(b + 7));
+    return *g1 && *g2;
+}
+
+static mt_status store_kernel(worker *w, const mt_variant *v, char *msg, size_t msg_size)
+{
+    mt_db_kernel k;
+    memset(&k, 0, sizeof k);
+    mt_status st = w->be.kernel(w->be.self, v, &k, msg, msg_size);
+    if (st)
+        return st;
+    st = mt_db_put_kernel(w->db, &k);
+    if (st)
+        mt_errf(msg, msg_size, st, "storing kernel %s: %s", v->name, mt_db_errmsg(w->db));
+    free(k.source);
+    free(k.image);
+    return st;
+}
+
+/* Store the winner: the fastest correct moetune pipeline if it beats the
+ * untuned default, else the default. cuBLAS is timed as a baseline but not
+ * stored: its GEMM sizes come from host-side token counts, so it cannot run
+ * graph-safe inside an engine's call. */
+static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem *p,
+                              double cublas_us, char *msg, size_t msg_size)
+{
+    best_scan ours, dflt;
+    mt_status st;
+    if ((st = find_best(w, key, p->M, "gemm1=", &ours, msg, msg_size)) ||
+        (st = find_best(w, key, p->M, "default;", &dflt, msg, msg_size)))
+        return st;
+    if (dflt.us >= 1e30 && ours.us >= 1e30)
+        return mt_errf(msg, msg_size, MT_ERR_MISMATCH,
+                       "M=%lld: no candidate passed its check, the default neither: no entry "
+                       "stored", (long long)p->M);
+    /* A default that failed its check (wrong or faulting) loses to any
+     * correct tuned pipeline; the entry then has no default time. */
+    const int tuned = ours.us < dflt.us;
+    const best_scan *win = tuned ? &ours : &dflt;
+    if (dflt.us >= 1e30 && w->o->log)
+        fprintf(w->o->log, "  M=%-5lld the untuned default failed its check; storing the best "
+                           "correct pipeline\n", (long long)p->M);
+    const mt_variant *g1, *g2;
+    if (!parse_pair(w, win->text, &g1, &g2))
+        return mt_errf(msg, msg_size, MT_ERR_INTERNAL, "cannot parse candidate '%s'", win->text);
+    mt_db_entry e;
+    memset(&e, 0, sizeof e);
+    e.key = *key;
+    e.M = p->M;
+    mt_strlcpy(e.pipeline.backend, tuned ? "moetune" : "default", sizeof e.pipeline.backend);
+    mt_strlcpy(e.pipeline.arch, w->arch, sizeof e.pipeline.arch);
+    mt_variant steps[6];
+    const char *roles[6];
+    int n = 0;
+    if ((st = w->be.pipeline(w->be.self, g1, g2, steps, roles, &n, msg, msg_size)))
+        return st;
+    for (int i = 0; i < n && i < MT_DB_MAX_STEPS; i++) {
+        if ((st = store_kernel(w, &steps[i], msg, msg_size)))
+            return st;
+        mt_db_step *s = &e.pipeline.steps[e.pipeline.nsteps++];
+        mt_strlcpy(s->role, roles[i], sizeof s->role);
+        mt_strlcpy(s->kernel, steps[i].name, sizeof s->kernel);
+    }
+    e.time_us = win->us;
+    e.default_time_us = dflt.us < 1e30 ? dflt.us : MT_DB_NO_TIME;
+    e.cublas_time_us = cublas_us;
+    e.rel_err = win->rel_err;
+    mt_db_put_outcome out;
+    if ((st = mt_db_put_entry(w->db, &e, w->prov_id, &out)))
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    return MT_OK;
+}
+
+static mt_status report_sku(worker *w, char *sku, size_t sku_size)
+{
+    char line[128];
+    snprintf(line, sizeof line, "S %s\n", w->prov.sku);
+    report(w, line);
+    mt_strlcpy(sku, w->prov.sku, sku_size);
+    return MT_OK;
+}
+
+static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
+{
+    const mt_tune_opts *o = w->o;
+    mt_problem p = o->shape;
+    p.M = M;
+    mt_db_key key;
+    mt_status st = mt_tune_key(o, w->prov.sku, &key, msg, msg_size);
+    if (st)
+        return st;
+    int done = 0;
+    if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (done)
+        return MT_OK;
+    if (o->log)
+        fprintf(o->log, "[%s] M=%lld: preparing data and reference\n", o->label, (long long)M);
+    if ((st = w->be.open_item(w->be.self, &p, o->routing, msg, msg_size)))
+        return st;
+    char text[1024];
+    const int max = o->max_candidates > 0 ? o->max_candidates : 12;
+    size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
+    if (!pick) {
+        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    /* Baselines: the untuned default and cuBLAS. */
+    size_t di = mt_find_default(w->defaults, w->ndefaults, &p);
+    if (di == (size_t)-1) {
+        st = mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no default GEMM tile for M=%lld",
+                     (long long)M);
+        goto done;
+    }
+    const mt_variant *d1 = by_name(w, w->defaults[di].name, strlen(w->defaults[di].name));
+    size_t d2i = d1 ? mt_find_store_sibling(w->all, w->nall, d1) : (size_t)-1;
+    if (!d1 || d2i == (size_t)-1) {
+        st = mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "default tile %s is not a valid variant",
+                     w->defaults[di].name);
+        goto done;
+    }
+    const mt_variant *d2 = &w->all[d2i];
+    pipeline_text("default;", d1, d2, text, sizeof text);
+    if ((st = measure_one(w, &key, M, text, d1, d2, msg, msg_size)) ||
+        (st = measure_one(w, &key, M, "cublas", NULL, NULL, msg, msg_size)))
+        goto done;
+    /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
+     * tiles (known good) and the model's picks. */
+    size_t n1 = mt_select_stage(w->all, w->nall, &p, 1, 0, w->prov.sm_count, max, pick);
+    size_t nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
+                                pick + n1);
+    for (size_t i = n1; i < n1 + nd; i++) {   /* default-set indices -> indices into all */
+        const mt_variant *v = by_name(w, w->defaults[pick[i]].name, strlen(w->defaults[pick[i]].name));
+        pick[i] = v ? (size_t)(v - w->all) : (size_t)-1;
+    }
+    for (size_t i = 0; i < n1 + nd && !st; i++) {
+        if (pick[i] == (size_t)-1)
+            continue;
+        const mt_variant *g1 = &w->all[pick[i]];
+        const mt_variant *g2 = &w->all[mt_find_store_sibling(w->all, w->nall, g1)];
+        if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
+            continue;   /* the default pair: measured above */
+        pipeline_text("", g1, g2, text, sizeof text);
+        st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
+    }
+    if (st)
+        goto done;
+    /* Stage 2: GEMM2 tiles under the best GEMM1. */
+    best_scan b;
+    const mt_variant *bg1, *bg2;
+    if ((st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
+        goto done;
+    if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
+        size_t n2 = mt_select_stage(w->all, w->nall, &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
+                                    w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
+        for (size_t i = 0; i < n2 && !st; i++) {
+            if (!strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name))
+                continue;
+            pipeline_text("", bg1, &w->all[pick[i]], text, sizeof text);
+            st = measure_one(w, &key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
+        }
+        if (st)
+            goto done;
+    }
+    best_scan cb;
+    if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
+        (st = store_winner(w, &key, &p, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
+        goto done;
+    mt_db_candidate mark = {.key = key, .M = M, .pipeline = MT_TUNE_DONE_MARK, .ok = 1,
+                            .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME};
+    if ((st = mt_db_record_candidate(w->db, &mark)))
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+done:
+    free(pick);
+    w->be.close_item(w->be.self);
+    return st;
+}
+
+mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t sku_size,
+                         char *msg, size_t msg_size)
+{
+    worker w;
+    memset(&w, 0, sizeof w);
+    w.o = o;
+    w.fd = report_fd;
+    mt_status st;
+    const int fake = o->backend && !strcmp(o->backend, "fake");
+    st = fake ? mt_tune_backend_fake(o->device, &w.be, msg, msg_size)
+              : mt_tune_backend_gpu(o->device, o->reps > 0 ? o->reps : 20, &w.be, msg, msg_size);
+    if (st)
+        return st;
+    if ((st = w.be.provenance(w.be.self, &w.prov, w.arch, msg, msg_size)) ||
+        (st = report_sku(&w, sku, sku_size)) ||
+        (st = w.be.gemm_variants(w.be.self, &o->shape, 0, &w.all, &w.nall, msg, msg_size)) ||
+        (st = w.be.gemm_variants(w.be.self, &o->shape, 1, &w.defaults, &w.ndefaults, msg,
+                                 msg_size)))
+        goto done;
+    if ((st = mt_db_open(o->db_path, MT_DB_CREATE, &w.db))) {
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w.db));
+        goto done;
+    }
+    if ((st = mt_db_put_provenance(w.db, &w.prov, &w.prov_id))) {
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w.db));
+        goto done;
+    }
+    for (int i = 0; i < o->nM && !st; i++)
+        st = tune_m(&w, o->Ms[i], msg, msg_size);
+done:
+    mt_db_close(w.db);
+    free(w.all);
+    free(w.defaults);
+    if (w.be.destroy)
+        w.be.destroy(w.be.self);
+    return st;
+}

@@ -1,0 +1,29 @@
+/*
+ * The tuning worker: runs in a child process (or in-process without
+ * isolation), owns the backend (and so the GPU), measures candidates and
+ * writes every result to the database as soon as it has it. It tells its
+ * supervisor what it is doing through a pipe, one line per event:
+ *   "C <M> <candidate>"  about to measure a candidate (in flight)
+ *   "D"                  the candidate in flight is measured and recorded
+ *   "S <sku>"            the GPU SKU (first line), for the database key
+ * so that a fault or a hang can be pinned on the candidate in flight.
+ */
+#ifndef MT_TUNER_WORKER_H
+#define MT_TUNER_WORKER_H
+
+#include "moetune/tuner.h"
+#include "tuner/backend.h"
+
+/* Tune every M of o that is not finished in the database. report_fd < 0:
+ * no supervisor. */
+mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku /* out */,
+                         size_t sku_size, char *msg, size_t msg_size);
+
+/* The database key of o's problem under the backend's SKU. */
+mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, char *msg,
+                      size_t msg_size);
+
+/* Text of the marker candidate that says an M is finished. */
+#define MT_TUNE_DONE_MARK "item-complete"
+
+#endif
