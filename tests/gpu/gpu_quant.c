@@ -263,10 +263,12 @@ static void test_matrix(void **state)
     int sm = 0;
     sscanf(mt_gpu_arch(&gpu), "sm_%d", &sm);
     /* Shapes: small, partial 128-blocks along K and N (K=320, N=192), a
-     * Qwen3-30B-A3B-like expert (K=2048, N=768) at decode and prefill. */
+     * Qwen3-30B-A3B-like expert (K=2048, N=768) at decode and prefill, the
+     * bf16 matrix's E=256 pair and its largest M. */
     static const struct { int64_t M, E, topk, K, N; } shapes[] = {
         {33, 8, 2, 256, 128},  {222, 64, 6, 512, 256}, {64, 16, 4, 320, 192},
         {1, 8, 2, 2048, 768},  {256, 128, 8, 2048, 768}, {7, 1, 1, 128, 64},
+        {1024, 256, 8, 1024, 512}, {4096, 128, 8, 512, 256},
     };
     static const int groups[] = {32, 64, 128};
     int idx = 0;
@@ -289,7 +291,7 @@ static void test_matrix(void **state)
             qcase c = {shapes[s].M, shapes[s].E, shapes[s].topk, shapes[s].K, shapes[s].N, qm,
                        group, wonly && (idx / 2) % 2, tensor && s == 2,
                        idx % 3 == 1 ? MT_DTYPE_FP16 : MT_DTYPE_BF16,
-                       (s == 1 || s == 5) ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD,
+                       (s == 1 || s == 5 || s == 6) ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD,
                        idx % 4 == 3 ? MT_ACT_GELU : MT_ACT_SILU, s == 1 || idx % 5 == 2,
                        s == 2 || s == 5};
             run_case(&c, 500u + (uint64_t)idx);
