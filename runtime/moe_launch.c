@@ -50,7 +50,7 @@ static int gemm1_fused(const mt_moe_plan *plan)
     return epi && strcmp(epi, "store") != 0;
 }
 
-static int needs_step(const mt_problem *p, const mt_moe_plan *plan, mt_step s)
+int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
 {
     const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
     switch (s) {
@@ -127,7 +127,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     const char *dtype = mt_dtype_name(p->dtype);
     for (int s = 0; s < MT_STEP_ALL; s++) {
         const mt_kernel *k = &plan->step[s];
-        if (!needs_step(p, plan, (mt_step)s))
+        if (!mt_moe_plan_uses(plan, p, (mt_step)s))
             continue;
         if (!k->fn)
             return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the plan has no %s kernel",
@@ -163,7 +163,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
                 (st = expect_param(k, qs[i], "act", act, msg, msg_size)))
                 return st;
         }
-    } else if (needs_step(p, plan, MT_STEP_ACT)) {
+    } else if (mt_moe_plan_uses(plan, p, MT_STEP_ACT)) {
         if ((st = expect_param(&plan->step[MT_STEP_ACT], MT_STEP_ACT, "activation",
                                mt_activation_name(p->activation), msg, msg_size)))
             return st;

@@ -72,6 +72,11 @@ mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *ms
 mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *msg,
                             size_t msg_size);
 
+/* Does a call of p under this plan run step s? (Align and reduce only in
+ * the standard format, the act step unless gemm1 fuses it and no w8a8
+ * quantization needs it, the quant step only for w8a8.) */
+int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
+
 /* Workspace bytes for problem p (p->M tokens) under the plan. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 

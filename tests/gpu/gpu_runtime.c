@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cuda_driver.h"
 #include "common/util.h"
@@ -502,6 +503,63 @@ static void test_bad_topk_and_args(void **state)
     mt_cu.cuStreamDestroy(stream);
 }
 
+/* The shipped database (db/tuned/) serves this GPU: the tuned entries are
+ * found, their provenance matches this machine, and the results match the
+ * oracle. Only where a database for this SKU is shipped. */
+static void test_shipped_database(void **state)
+{
+    (void)state;
+    char path[600], what[700];
+    const char *env = getenv("MT_SHIPPED_DB");
+    const char *tdir = getenv("MT_TEMPLATE_DIR");
+    if (env)
+        snprintf(path, sizeof path, "%s", env);
+    else
+        snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir ? tdir : ".");
+    if (strcmp(gpu.name, "NVIDIA H200") != 0 || access(path, R_OK) != 0) {
+        printf("shipped database: none for %s at %s: skipped\n", gpu.name, path);
+        return;
+    }
+    mt_context_config cfg;
+    mt_context_config_init(&cfg);
+    cfg.system_db = path;
+    cfg.no_defaults = 1;   /* a miss must show, not fall back */
+    mt_context *ctx = NULL;
+    mt_status st = mt_context_create(&cfg, &ctx);
+    report(st == MT_OK, "context on the shipped database", st ? mt_context_errmsg(ctx) : path);
+    if (st) {
+        mt_context_destroy(ctx);
+        return;
+    }
+    mt_problem p;
+    mt_problem_init(&p, 4096, 128, 8, 2048, 768);   /* Qwen3-30B-A3B, as tuned */
+    mt_modular_kernel *mk = NULL;
+    char desc[300];
+    st = make_mk(ctx, &combos[0], &p, &mk, desc, sizeof desc);
+    report(st == MT_OK, "create qwen3-30b-a3b from the shipped database",
+           st ? mt_modular_kernel_errmsg(mk) : "");
+    if (st == MT_OK) {
+        static const int64_t Ms[] = {1, 64, 256};
+        CUstream stream;
+        CUdeviceptr ws;
+        assert_int_equal(mt_cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemAlloc(&ws, mt_modular_kernel_workspace_size(mk)), CUDA_SUCCESS);
+        for (size_t m = 0; m < MT_ARRAY_LEN(Ms); m++) {
+            mt_lookup_info info;
+            mt_modular_kernel_lookup(mk, Ms[m], &info);
+            snprintf(what, sizeof what, "shipped M=%lld is tuned, exact, current",
+                     (long long)Ms[m]);
+            report(info.source == MT_LOOKUP_TUNED && info.exact && !info.provenance_diff[0],
+                   what, info.provenance_diff[0] ? info.provenance_diff : info.pipeline);
+            run_and_check(mk, &p, Ms[m], 900u + (uint64_t)m, stream, ws, "shipped", 0);
+        }
+        mt_cu.cuMemFree(ws);
+        mt_cu.cuStreamDestroy(stream);
+    }
+    mt_modular_kernel_destroy(mk);
+    mt_context_destroy(ctx);
+}
+
 static void test_summary(void **state)
 {
     (void)state;
@@ -517,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_topk_and_args),
+        cmocka_unit_test(test_shipped_database),
         cmocka_unit_test(test_summary),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
