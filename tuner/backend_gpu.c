@@ -29,6 +29,7 @@ typedef struct gpu_backend {
     mt_gen *gen;
     mt_kernel_set set;
     mt_timer timer;
+    char inject_fault[128];  /* env MT_TUNE_INJECT_FAULT: see mt_tune_backend_gpu */
     mt_variant *all;         /* every valid GEMM variant of the problem */
     size_t nall;
     /* the open item */
@@ -251,10 +252,16 @@ static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant 
         MT_CU_TRY(mt_cu.cuMemAlloc(&b->ws, need), msg, msg_size);
         b->ws_size = need;
     }
+    /* Fault injection (tests of the tuner's isolation on a real GPU): a
+     * matching candidate reads its activations from an unmapped address,
+     * which faults the kernel and takes the CUDA context with it. */
+    mt_moe_tensors dt = b->d.d;
+    if (b->inject_fault[0] && strstr(g1->name, b->inject_fault))
+        dt.hidden = (const void *)(uintptr_t)0x10000;
     /* Check: poisoned output (NaN bytes), one run, compare with the oracle. */
     size_t out_bytes = (size_t)((batched ? p->local_E * p->max_tokens : p->M) * p->K) * es;
     MT_CU_TRY(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)b->d.d.out, 0xFF, out_bytes), msg, msg_size);
-    if ((st = mt_moe_run(&plan, p, &b->d.d, b->ws, b->ws_size, b->timer.stream, msg, msg_size)))
+    if ((st = mt_moe_run(&plan, p, &dt, b->ws, b->ws_size, b->timer.stream, msg, msg_size)))
         return st;
     CUdeviceptr result = (CUdeviceptr)(uintptr_t)b->d.d.out;
     if (batched) {
@@ -380,6 +387,9 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
         free(b);
         return st;
     }
+    const char *inject = getenv("MT_TUNE_INJECT_FAULT");   /* read once, here */
+    if (inject)
+        mt_strlcpy(b->inject_fault, inject, sizeof b->inject_fault);
     mt_gen_config cfg = {0};
     if ((st = mt_gen_open(&cfg, &b->gen))) {
         mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));
