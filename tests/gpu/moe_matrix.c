@@ -1,0 +1,235 @@
+/*
+ * The shared GPU test matrix (see moe_matrix.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/gpu/moe_matrix.h"
+#include "tests/support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "moetune/oracle.h"
+
+
+mt_gpu mm_gpu;
+static mt_gen *gen;
+mt_kernel_set mm_kernels;
+CUstream mm_stream;
+int mm_failures, mm_runs;
+
+int mm_setup(const mt_gen_filter *filter)
+{
+    char msg[512];
+    if (mt_gpu_open(0, &mm_gpu, msg, sizeof msg)) {
+        fprintf(stderr, "%s\n", msg);
+        return -1;
+    }
+    mt_gen_config cfg = {0};
+    if (mt_gen_open(&cfg, &gen)) {
+        fprintf(stderr, "gen: %s\n", mt_gen_errmsg(gen));
+        return -1;
+    }
+    mt_gen_filter f = *filter;
+    f.arch = mt_gpu_arch(&mm_gpu);
+    f.defaults_only = 1;
+    double t0 = mt_now();
+    if (mt_kernel_set_load(gen, &f, &mm_kernels, msg, sizeof msg)) {
+        fprintf(stderr, "loading the default mm_kernels: %s\n", msg);
+        return -1;
+    }
+    printf("GPU %s (%s): %zu default mm_kernels compiled and loaded in %.1f s\n", mm_gpu.name,
+           mt_gpu_arch(&mm_gpu), mm_kernels.n, mt_now() - t0);
+    if (mt_cu.cuStreamCreate(&mm_stream, CU_STREAM_NON_BLOCKING))
+        return -1;
+    return 0;
+}
+
+int mm_teardown(void **state)
+{
+    (void)state;
+    if (mm_stream)
+        mt_cu.cuStreamDestroy(mm_stream);
+    mt_kernel_set_free(&mm_kernels);
+    mt_gen_close(gen);
+    mt_gpu_close(&mm_gpu);
+    return 0;
+}
+
+/* Rows checked against the oracle: all of them when cheap, else a sample. */
+static int64_t pick_tokens(const qcase *c, int64_t *tokens)
+{
+    double cost = (double)c->M * (double)c->topk * 3.0 * (double)c->K * (double)c->N;
+    if (cost < 4e9) {
+        for (int64_t t = 0; t < c->M; t++)
+            tokens[t] = t;
+        return c->M;
+    }
+    int64_t n = 0, want = 24;
+    for (int64_t i = 0; i < want && i < c->M; i++) {
+        int64_t t = i * (c->M - 1) / (want - 1 > 0 ? want - 1 : 1);
+        if (n == 0 || tokens[n - 1] != t)
+            tokens[n++] = t;
+    }
+    return n;
+}
+
+static void describe(const qcase *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s%s g=%d%s %s M=%lld E=%lld topk=%lld K=%lld N=%lld %s %s %s%s%s",
+             mt_quant_mode_name(c->q), c->stat ? "(static)" : "", c->group, c->zp ? " zp" : "",
+             mt_routing_name(c->routing), (long long)c->M, (long long)c->E, (long long)c->topk, (long long)c->K,
+             (long long)c->N, mt_dtype_name(c->dt), mt_act_format_name(c->fmt),
+             mt_activation_name(c->act), c->emap ? " expert_map" : "",
+             c->on_input ? " weight-on-input" : "");
+}
+
+static void check(const char *what, const char *desc, const char *kernel, double err,
+                  int64_t nans, double tol)
+{
+    int ok = err < tol && nans == 0;
+    mm_runs++;
+    if (!ok)
+        mm_failures++;
+    printf("%s %-6s %-92s %-64s rel_l2=%.2e nan=%lld\n", ok ? "PASS" : "FAIL", what, desc,
+           kernel, err, (long long)nans);
+}
+
+void mm_run_case(const qcase *c, uint64_t seed)
+{
+    char msg[512], desc[256];
+    describe(c, desc, sizeof desc);
+    mt_problem p;
+    mt_problem_init(&p, c->M, c->E, c->topk, c->K, c->N);
+    p.dtype = c->dt;
+    p.format = c->fmt;
+    p.activation = c->act;
+    p.has_expert_map = c->emap;
+    p.local_E = c->emap ? (c->E + 1) / 2 : c->E;
+    p.apply_router_weight_on_input = c->on_input;
+    p.quant.mode = c->q;
+    p.quant.group_size = c->group;
+    p.quant.has_zero_point = c->zp;
+    p.quant.static_act_scale = c->stat;
+    mt_problem_data d;
+    mt_status st = mt_problem_data_make(&d, &p, c->routing, seed, 1, msg, sizeof msg);
+    if (st) {
+        printf("FAIL setup %s: %s\n", desc, msg);
+        mm_failures++;
+        return;
+    }
+    p = d.p;
+    const size_t es = mt_dtype_size(p.dtype);
+    const int batched = p.format == MT_FORMAT_BATCHED;
+    /* Issue tolerances: bf16 1e-2, fp16 5e-3; w8a8 3e-2; weight-only 1e-2. */
+    const double tol = p.quant.mode == MT_QUANT_NONE
+                           ? (p.dtype == MT_DTYPE_BF16 ? 1e-2 : 5e-3)
+                           : mt_quant_is_weight_only(p.quant.mode) ? 1e-2 : 3e-2;
+
+    int64_t *tokens = malloc((size_t)p.M * sizeof *tokens);
+    int64_t ntok = pick_tokens(c, tokens);
+    float *ref = calloc((size_t)(p.M * p.K), sizeof(float));
+    st = mt_oracle_fused_moe(&p, &d.h_std, tokens, ntok, ref, msg, sizeof msg);
+    if (st)
+        fail_msg("oracle %s: %s", desc, msg);
+
+    int64_t brows = batched ? p.local_E * p.max_tokens : 0;
+    float *bref = batched ? calloc((size_t)(brows * p.K), sizeof(float)) : NULL;
+    int64_t *live = batched ? malloc((size_t)brows * sizeof *live) : NULL;
+    int64_t nlive = 0;
+    if (batched) {
+        if (mt_oracle_batched_experts(&p, &d.h, bref, msg, sizeof msg))
+            fail_msg("oracle %s: %s", desc, msg);
+        for (int64_t r = 0; r < brows; r++)
+            if (r % p.max_tokens < d.h_counts[r / p.max_tokens])
+                live[nlive++] = r;
+    }
+    size_t out_bytes = (size_t)((batched ? brows : p.M) * p.K) * es;
+    void *got = malloc(out_bytes + 16);
+    void *got_comb = malloc((size_t)(p.M * p.K) * es + 16);
+    CUdeviceptr ws = 0, comb = 0;
+    size_t ws_size = 0;
+    if (batched)
+        assert_int_equal(mt_cu.cuMemAlloc(&comb, (size_t)(p.M * p.K) * es + 16), CUDA_SUCCESS);
+
+    int tried = 0;
+    for (size_t i = 0; i < mm_kernels.n; i++) {
+        const mt_variant *v = &mm_kernels.k[i].v;
+        if (strcmp(v->family, "grouped_gemm") ||
+            strcmp(mt_variant_get(v, "dtype"), mt_dtype_name(p.dtype)) ||
+            strcmp(mt_variant_get(v, "quant"), mt_quant_mode_name(p.quant.mode)) ||
+            strcmp(mt_variant_get(v, "format"), mt_act_format_name(p.format)))
+            continue;
+        const char *epi = mt_variant_get(v, "epilogue");
+        if (strcmp(epi, "store") && strcmp(epi, mt_activation_name(p.activation)))
+            continue;
+        tried++;
+        mt_moe_plan plan;
+        st = mt_plan_compose(&mm_kernels, &p, v->name, &plan, msg, sizeof msg);
+        if (st) {
+            printf("FAIL plan %s %s: %s\n", desc, v->name, msg);
+            mm_failures++;
+            continue;
+        }
+        size_t need = mt_moe_workspace_size(&plan, &p);
+        if (need > ws_size) {
+            if (ws)
+                mt_cu.cuMemFree(ws);
+            assert_int_equal(mt_cu.cuMemAlloc(&ws, need), CUDA_SUCCESS);
+            ws_size = need;
+        }
+        /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
+        assert_int_equal(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemsetD8(ws, 0xFF, ws_size), CUDA_SUCCESS);
+        st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
+        if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
+            st = MT_ERR_KERNEL_FAULT;
+            snprintf(msg, sizeof msg, "the mm_kernels faulted");
+        }
+        if (st == MT_OK && !batched)
+            st = mt_moe_read_error(ws, &p, msg, sizeof msg);
+        if (st) {
+            printf("FAIL run %s %s: %s: %s\n", desc, v->name, mt_status_str(st), msg);
+            mm_failures++;
+            assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
+            continue;
+        }
+        assert_int_equal(mt_cu.cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d.d.out, out_bytes), CUDA_SUCCESS);
+        int64_t nans = 0;
+        double err;
+        if (batched) {
+            err = mt_rel_l2(got, p.dtype, bref, live, nlive, p.K, &nans);
+            check("experts", desc, v->name, err, nans, tol);
+            assert_int_equal(mt_cu.cuMemsetD8(comb, 0xFF, (size_t)(p.M * p.K) * es), CUDA_SUCCESS);
+            st = mt_moe_combine(&plan, &p, (CUdeviceptr)(uintptr_t)d.d.out, d.d_slot_row,
+                                p.apply_router_weight_on_input ? 0 : (CUdeviceptr)(uintptr_t)d.d.topk_weights,
+                                comb, mm_stream, msg, sizeof msg);
+            assert_int_equal(st, MT_OK);
+            assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
+            assert_int_equal(mt_cu.cuMemcpyDtoH(got_comb, comb, (size_t)(p.M * p.K) * es), CUDA_SUCCESS);
+            err = mt_rel_l2(got_comb, p.dtype, ref, tokens, ntok, p.K, &nans);
+            check("final", desc, v->name, err, nans, tol);
+        } else {
+            err = mt_rel_l2(got, p.dtype, ref, tokens, ntok, p.K, &nans);
+            check("fused", desc, v->name, err, nans, tol);
+        }
+    }
+    if (tried == 0) {
+        printf("FAIL nokernel %s: no default grouped_gemm kernel for it\n", desc);
+        mm_failures++;
+    }
+    if (ws)
+        mt_cu.cuMemFree(ws);
+    if (comb)
+        mt_cu.cuMemFree(comb);
+    free(got);
+    free(got_comb);
+    free(tokens);
+    free(ref);
+    free(bref);
+    free(live);
+    mt_problem_data_free(&d);
+}
+
