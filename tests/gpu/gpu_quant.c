@@ -80,6 +80,22 @@ static void test_matrix(void **state)
             mm_run_case(&c, 500u + (uint64_t)idx);
         }
     }
+    /* Mixtral-8x7B's experts (K=4096, N=14336), sampled tokens: one mode of
+     * each family, both formats. MT_GPU_QUANT_BIG=0 leaves them out. */
+    const char *big = getenv("MT_GPU_QUANT_BIG");
+    if (!big || atoi(big)) {
+        static const mt_quant_mode bigq[] = {MT_QUANT_FP8_BLOCK, MT_QUANT_INT8_PER_TOKEN,
+                                             MT_QUANT_W4A16};
+        for (size_t i = 0; i < sizeof bigq / sizeof bigq[0]; i++, idx++) {
+            if (fp8_mode(bigq[i]) && sm > 0 && sm < 89)
+                continue;
+            const int wonly = mt_quant_is_weight_only(bigq[i]);
+            qcase c = {64, 8, 2, 4096, 14336, bigq[i], wonly ? 128 : 0, 0, 0, MT_DTYPE_BF16,
+                       i == 1 ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD, MT_ACT_SILU, 0, 0,
+                       MT_ROUTING_UNIFORM};
+            mm_run_case(&c, 700u + (uint64_t)idx);
+        }
+    }
     printf("matrix: %d checks, %d failed, %.1f s\n", mm_runs, mm_failures, mt_now() - t0);
     assert_true(mm_runs > 0);
     assert_int_equal(mm_failures, 0);
