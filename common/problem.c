@@ -179,6 +179,17 @@ mt_status mt_problem_validate(const mt_problem *p, char *msg, size_t msg_size)
     if (!p)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "problem is NULL");
     const mt_quant_config *q = &p->quant;
+    /* Flags are 0 or 1: other values would not survive a database key
+     * (found by fuzzing, RELIABILITY.md R4). */
+    const struct { const char *name; int v; } flags[] = {
+        {"has_expert_map", p->has_expert_map},
+        {"apply_router_weight_on_input", p->apply_router_weight_on_input},
+        {"quant.has_zero_point", q->has_zero_point},
+        {"quant.static_act_scale", q->static_act_scale}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (flags[i].v != 0 && flags[i].v != 1)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "%s=%d must be 0 or 1",
+                           flags[i].name, flags[i].v);
     if (p->M < 0 || p->M > MT_MAX_TOKENS)
         return mt_errf(msg, msg_size, MT_ERR_SHAPE, "M=%lld must be in [0, %d]", (long long)p->M,
                        MT_MAX_TOKENS);

@@ -122,6 +122,10 @@ mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t ms
         const char *key = tok, *val = eq + 1;
         if (strncmp(key, "p.", 2) == 0)
             st = mt_variant_add(v, key + 2, val);
+        else if ((strcmp(key, "family") == 0 && v->family[0]) ||
+                 (strcmp(key, "arch") == 0 && v->arch[0]) ||
+                 (strcmp(key, "name") == 0 && v->name[0]))
+            st = MT_ERR_INVALID_ARG;   /* given twice (RELIABILITY.md R3) */
         else if (strcmp(key, "family") == 0)
             st = fits(val, sizeof v->family) ? (mt_strlcpy(v->family, val, sizeof v->family), MT_OK)
                                              : MT_ERR_INVALID_ARG;

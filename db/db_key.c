@@ -189,6 +189,14 @@ mt_status mt_db_pipeline_parse(const char *text, mt_db_pipeline *out, char *msg,
     }
     if (!st && !out->backend[0])
         st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "pipeline '%s' has no backend", text);
+    /* Found by fuzzing (RELIABILITY.md R1): a pipeline without an arch or
+     * without its two GEMMs would not format back to parseable text. */
+    if (!st && !out->arch[0])
+        st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "pipeline '%s' has no arch", text);
+    if (!st && strcmp(out->backend, "cublas") != 0 &&
+        (!mt_db_pipeline_kernel(out, "gemm1") || !mt_db_pipeline_kernel(out, "gemm2")))
+        st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "pipeline '%s' lacks gemm1 or gemm2",
+                     text);
     free(copy);
     return st;
 }

@@ -377,6 +377,11 @@ static int step_call(lua_State *L, step *c)
                  luaL_typename(L, -2));
         size_t n;
         const char *s = lua_tolstring(L, -2, &n);
+        /* An empty source or one with a NUL byte (NVRTC would stop there
+         * while the hash covers all of it) is refused (RELIABILITY.md R5, R8). */
+        if (n == 0 || memchr(s, '\0', n))
+            FAIL(c, "template %s: render() returned %s", t->family,
+                 n == 0 ? "an empty string" : "a string with a NUL byte");
         c->src = malloc(n + 1);
         if (!c->src)
             FAIL(c, "out of memory");

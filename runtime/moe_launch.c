@@ -174,6 +174,24 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     if (mt_variant_int(&g1->v, "BLOCK_M", 0) != mt_variant_int(&g2->v, "BLOCK_M", -1))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 %s and gemm2 %s must share BLOCK_M", g1->v.name, g2->v.name);
+    /* Variants can come from a database file: bound what the launch
+     * arithmetic uses (found by fuzzing, RELIABILITY.md R7). */
+    for (int s = 0; s < MT_STEP_ALL; s++) {
+        const mt_kernel *k = &plan->step[s];
+        if (!k->fn)
+            continue;
+        const int64_t bm = mt_variant_int(&k->v, "BLOCK_M", 16), bn = mt_variant_int(&k->v, "BLOCK_N", 16);
+        if (bm < 1 || bm > 256 || bn < 1 || bn > 512 || k->v.threads < 1 || k->v.threads > 1024 ||
+            k->v.smem_bytes < 0)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "%s kernel %s has an impossible launch shape (BLOCK_M %lld, BLOCK_N "
+                           "%lld, %d threads, %d bytes of shared memory)",
+                           mt_step_name((mt_step)s), k->v.name, (long long)bm, (long long)bn,
+                           k->v.threads, k->v.smem_bytes);
+    }
+    if (!mt_variant_get(&g1->v, "epilogue") || !mt_variant_get(&g2->v, "epilogue"))
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "gemm kernels %s/%s lack an epilogue",
+                       g1->v.name, g2->v.name);
     return MT_OK;
 }
 
@@ -271,7 +289,8 @@ static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
 static unsigned gemm_grid(const mt_kernel *k, const ws_layout *L, int64_t out_cols)
 {
     int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
-    if (strcmp(mt_variant_get(&k->v, "epilogue"), "store") != 0)
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    if (epi && strcmp(epi, "store") != 0)
         bn /= 2;
     return (unsigned)(L->num_m_blocks * ((out_cols + bn - 1) / bn));
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in cmake pkg-config gcc g++ libsqlite3-dev liblua5.4-dev libcmocka-dev; do
+for p in cmake pkg-config gcc g++ clang libsqlite3-dev liblua5.4-dev libcmocka-dev; do
   have_pkg "$p" || need+=("$p")
 done
 if ((${#need[@]})); then

@@ -1,0 +1,2 @@
+-- An endless loop while the template file itself runs (at load).
+while true do end

@@ -1,0 +1,46 @@
+-- Misbehaving template for the sandbox tests: parameter `what` picks the
+-- misdeed, done in valid(), launch() or render() (tests/test_gen.c).
+local misdeeds = {
+  os = function() os.execute("touch /tmp/moetune-evil-was-here") end,
+  io = function() io.open("/tmp/moetune-evil-was-here", "w") end,
+  require = function() require("os") end,
+  load = function() load("return 1")() end,
+  dofile = function() dofile("/etc/hostname") end,
+  dump = function() string.dump(function() end) end,
+  random = function() return math.random() end,
+  debug = function() debug.sethook() end,
+  pwrite = function(p) p.what = "changed" end,
+  undeclared = function(p) return p.BLOCK_M end,
+  hog = function() local s = "x" while true do s = s .. s end end,
+  pcallhog = function()
+    while true do pcall(function() local s = "x" while true do s = s .. s end end) end
+  end,
+  nonstring = function() return 42 end,
+}
+
+return {
+  family = "evil",
+  version = 1,
+  params = {
+    { name = "what", values = { "ok", "loop", "pcallloop", "badlaunch", "os", "io", "require",
+                                "load", "dofile", "dump", "random", "debug", "pwrite",
+                                "undeclared", "hog", "pcallhog", "nonstring" } },
+  },
+  default_set = { { what = "ok" } },
+  valid = function(p, target)
+    if p.what == "loop" then while true do end end
+    if p.what == "pcallloop" then
+      while true do pcall(function() while true do end end) end
+    end
+    return true
+  end,
+  launch = function(p, target)
+    if p.what == "badlaunch" then return { threads = 4096, smem = 0 } end
+    return { threads = 32, smem = 0 }
+  end,
+  render = function(p, name)
+    local f = misdeeds[p.what]
+    if f then return f(p) end
+    return 'extern "C" __global__ void ' .. name .. '(int *o) { o[0] = 1; }\n'
+  end,
+}

@@ -1,0 +1,24 @@
+-- moe_reduce: the per-token sum over topk slots (the finalize step).
+-- Device code: moe_reduce.cuh.
+local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
+return {
+  family = "moe_reduce",
+  version = 1,
+  doc = "weigh and sum each token's expert outputs into [M, K]",
+  params = {
+    { name = "dtype",   abbrev = "", values = { "bf16", "fp16" } },
+    { name = "THREADS", abbrev = "t", values = { 128, 256, 512 } },
+  },
+  default_set = { { THREADS = 256 } },
+  valid = function(p, target) return true end,
+  launch = function(p, target) return { threads = p.THREADS, smem = 0 } end,
+  render = function(p, name)
+    return mt.subst([[
+#include "moe_reduce.cuh"
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_reduce_args args)
+{
+    mt::moe_reduce<${ELEM}>(args);
+}
+]], { NAME = name, THREADS = p.THREADS, ELEM = ELEM[p.dtype] })
+  end,
+}
