@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tuner/harness.h"
+#include "tuner/kernel_set.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -22,37 +23,13 @@ mt_status mt_kernel_set_load(mt_gen *g, const mt_gen_filter *f, mt_kernel_set *s
     memset(set, 0, sizeof *set);
     mt_variant *vars = NULL;
     size_t nvars = 0;
-    mt_kernel_binary *bins = NULL;
     mt_status st = mt_gen_enumerate(g, f, &vars, &nvars, NULL);
-    if (st) {
+    if (st)
         mt_errf(msg, msg_size, st, "enumerating variants: %s", mt_gen_errmsg(g));
-        goto done;
-    }
-    st = mt_gen_compile(g, vars, nvars, &bins);
-    if (st) {
-        for (size_t i = 0; i < nvars; i++)
-            if (bins && bins[i].status) {
-                mt_errf(msg, msg_size, st, "compiling %s: %.600s", bins[i].variant.name,
-                        bins[i].log ? bins[i].log : mt_gen_errmsg(g));
-                break;
-            }
-        goto done;
-    }
-    set->k = calloc(nvars ? nvars : 1, sizeof *set->k);
-    if (!set->k) {
-        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < nvars; i++) {
-        st = mt_kernel_load(&set->k[i], &bins[i].variant, bins[i].image, msg, msg_size);
-        if (st)
-            goto done;
-        set->n++;
-    }
-done:
+    else
+        st = mt_kernel_set_add(set, g, vars, nvars, msg, msg_size);
     if (st)
         mt_kernel_set_free(set);
-    mt_kernel_binaries_free(bins, nvars);
     free(vars);
     return st;
 }
@@ -65,20 +42,6 @@ void mt_kernel_set_free(mt_kernel_set *set)
         mt_kernel_unload(&set->k[i]);
     free(set->k);
     memset(set, 0, sizeof *set);
-}
-
-/* Same params as `like`, except `param` must equal `value`. */
-static int same_but(const mt_variant *v, const mt_variant *like, const char *param,
-                    const char *value)
-{
-    if (strcmp(v->family, like->family) || v->nparams != like->nparams)
-        return 0;
-    for (int i = 0; i < v->nparams; i++) {
-        const char *want = strcmp(like->params[i].name, param) ? like->params[i].value : value;
-        if (strcmp(v->params[i].name, like->params[i].name) || strcmp(v->params[i].value, want))
-            return 0;
-    }
-    return 1;
 }
 
 /* The first kernel of the family whose params match kv (name, value pairs,
@@ -108,7 +71,7 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
     if (!g1)
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
     for (size_t i = 0; i < set->n && !g2; i++)
-        if (same_but(&set->k[i].v, &g1->v, "epilogue", "store"))
+        if (mt_variant_same_but(&set->k[i].v, &g1->v, "epilogue", "store"))
             g2 = &set->k[i];
     const char *dt = mt_dtype_name(p->dtype), *act = mt_activation_name(p->activation);
     const char *const none_kv[] = {NULL};
