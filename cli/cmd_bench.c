@@ -17,7 +17,8 @@ static void usage(FILE *f)
             MT_SHAPE_ARGS_HELP
             "  --M LIST          comma-separated token counts (default 1,32,256,4096)\n"
             "  --reps N          timed repetitions per point (default 30)\n"
-            "  --json FILE       also write one JSON line per M\n\n"
+            "  --json FILE       also write one JSON line per M\n"
+            "  --svg FILE        also write a chart (time and roofline fraction against M)\n\n"
             "Times, per M, the whole standard-format pipeline with every default kernel\n"
             "variant (default and best), the batched experts stage alone, and cuBLAS\n"
             "grouped GEMMs around the same activation on the same data. Each point is\n"
@@ -28,7 +29,7 @@ int mt_cmd_bench(int argc, char **argv)
 {
     mt_shape_args sa;
     mt_shape_args_init(&sa);
-    const char *json = NULL;
+    const char *json = NULL, *svg = NULL;
     int64_t Ms[64] = {1, 32, 256, 4096};
     int nM = 4;
     int64_t reps = 30;
@@ -58,6 +59,8 @@ int mt_cmd_bench(int argc, char **argv)
             ok = mt_arg_int(v, 1, 10000, &reps);
         else if (!strcmp(a, "--json"))
             json = v;
+        else if (!strcmp(a, "--svg"))
+            svg = v;
         else {
             fprintf(stderr, "moetune bench: unknown option %s\n", a);
             return MT_EXIT_USAGE;
@@ -75,10 +78,18 @@ int mt_cmd_bench(int argc, char **argv)
         fprintf(stderr, "moetune bench: cannot write %s\n", json);
         return MT_EXIT_FAIL;
     }
+    if (svg && !(o.svg = fopen(svg, "w"))) {
+        fprintf(stderr, "moetune bench: cannot write %s\n", svg);
+        if (o.json)
+            fclose(o.json);
+        return MT_EXIT_FAIL;
+    }
     char msg[1024];
     mt_status st = mt_bench_run(&o, msg, sizeof msg);
     if (o.json)
         fclose(o.json);
+    if (o.svg)
+        fclose(o.svg);
     if (st) {
         fprintf(stderr, "moetune bench: %s: %s\n", mt_status_str(st), msg);
         return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU : MT_EXIT_FAIL;

@@ -22,7 +22,7 @@ static void load_driver(void)
     if (!lib) {
         const char *why = dlerror();
         snprintf(load_msg, sizeof load_msg,
-                 "no CUDA driver: cannot load libcuda.so.1 (%s); "
+                 "cannot load libcuda.so.1 (%s); "
                  "GPU work needs an NVIDIA driver and GPU",
                  why ? why : "unknown reason");
         load_status = MT_ERR_NO_DRIVER;

@@ -10,8 +10,10 @@
 #include "common/cuda_driver.h"
 #include "common/defaults.h"
 #include "common/util.h"
+#include "tuner/chart.h"
 #include "tuner/cublas_baseline.h"
 #include "tuner/harness.h"
+#include "tuner/roofline.h"
 #include "tuner/timing.h"
 
 typedef struct run_ctx {
@@ -29,7 +31,7 @@ static mt_status enqueue_plan(void *ctx, CUstream stream, char *msg, size_t msg_
 }
 
 typedef struct best {
-    double us;
+    double us, min_us, max_us;   /* median and spread of the repetitions */
     char name[MT_VARIANT_NAME_MAX];
 } best;
 
@@ -62,6 +64,8 @@ static mt_status time_candidates(const mt_kernel_set *set, mt_problem_data *d, m
             return st;
         if (tg.median_us < fastest->us) {
             fastest->us = tg.median_us;
+            fastest->min_us = tg.min_us;
+            fastest->max_us = tg.max_us;
             mt_strlcpy(fastest->name, v->name, sizeof fastest->name);
         }
         /* The untuned default: the rule the runtime falls back to. */
@@ -76,12 +80,40 @@ fail:
     return st;
 }
 
+/* Time against M (default, best, cuBLAS) and the best's roofline fraction. */
+static mt_status write_chart(const mt_bench_opts *o, const double *col, char *msg,
+                             size_t msg_size)
+{
+    double *v = malloc((size_t)o->nM * 5 * sizeof *v);
+    if (!v)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    for (int c = 0; c < 5; c++)   /* columns to series */
+        for (int i = 0; i < o->nM; i++)
+            v[c * o->nM + i] = col[5 * i + c];
+    char title[256];
+    snprintf(title, sizeof title, "%s: time per call (median)", o->label);
+    mt_chart charts[2] = {
+        {.title = title, .y_label = "microseconds", .log_y = 1, .x = v, .n = o->nM,
+         .series = {{"moetune untuned default", v + o->nM}, {"moetune best", v + 2 * o->nM},
+                    {"cuBLAS experts only", v + 3 * o->nM}},
+         .nseries = 3},
+        {.title = "fraction of the H200 roofline (best)", .y_label = "roofline / time",
+         .log_y = 0, .x = v, .n = o->nM, .series = {{"moetune best", v + 4 * o->nM}},
+         .nseries = 1}};
+    mt_status st = mt_chart_write_doc(o->svg, charts, 2);
+    free(v);
+    if (st)
+        mt_errf(msg, msg_size, st, "writing the SVG chart failed (M must increase)");
+    return st;
+}
+
 mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size)
 {
     mt_gpu gpu;
     mt_gen *gen = NULL;
     mt_kernel_set set = {0};
     mt_timer tm = {0};
+    double *col = NULL;
     mt_status st = mt_gpu_open(0, &gpu, msg, msg_size);
     if (st)
         return st;
@@ -99,9 +131,15 @@ mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size)
     printf("## %s: E=%lld topk=%lld K=%lld N=%lld %s on %s (%d SMs)\n\n", o->label,
            (long long)s->E, (long long)s->topk, (long long)s->K, (long long)s->N,
            mt_dtype_name(s->dtype), gpu.name, gpu.sm_count);
-    printf("| M | experts hit | moetune default us | moetune best us | TFLOP/s | weight GB/s | "
-           "best kernel | moetune experts-only us | cuBLAS grouped experts-only us | "
-           "experts speed-up vs cuBLAS |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| M | experts hit | moetune default us | moetune best us (min-max) | TFLOP/s | "
+           "weight GB/s | roofline fraction | best kernel | moetune experts-only us | "
+           "cuBLAS grouped experts-only us | experts speed-up vs cuBLAS |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    col = calloc((size_t)o->nM * 5, sizeof *col);   /* M, default, best, cuBLAS, roof */
+    if (!col) {
+        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
     for (int mi = 0; mi < o->nM; mi++) {
         mt_problem p = *s;
         p.M = o->Ms[mi];
@@ -135,28 +173,36 @@ mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size)
             mt_cublas_baseline_destroy(cb);
         }
         if (!st) {
-            double flops = 2.0 * (double)(p.M * p.topk) * 3.0 * (double)p.K * (double)p.N;
-            double wbytes = (double)hit * (double)(mt_problem_weight_bytes(&p, 0) + mt_problem_weight_bytes(&p, 1));
-            printf("| %lld | %d | %.1f | %.1f | %.1f | %.0f | %s | %.1f | %.1f | %.2fx |\n",
-                   (long long)p.M, hit, dfl.us, fs.us, flops / fs.us * 1e-6, wbytes / fs.us * 1e-3,
+            const mt_roofline roof = mt_roofline_of(&ds.p, (double)hit);
+            printf("| %lld | %d | %.1f | %.1f (%.1f-%.1f) | %.1f | %.0f | %.2f | %s | %.1f | %.1f | "
+                   "%.2fx |\n",
+                   (long long)p.M, hit, dfl.us, fs.us, fs.min_us, fs.max_us,
+                   roof.flops / fs.us * 1e-6, roof.weight_bytes / fs.us * 1e-3, roof.us / fs.us,
                    fs.name, fb.us, tc.median_us, tc.median_us > 0 ? tc.median_us / fb.us : 0.0);
+            double *row = col + 5 * mi;
+            row[0] = (double)p.M, row[1] = dfl.us, row[2] = fs.us, row[3] = tc.median_us,
+            row[4] = roof.us / fs.us;
             fflush(stdout);
             if (o->json)
                 fprintf(o->json,
                         "{\"label\":\"%s\",\"E\":%lld,\"topk\":%lld,\"K\":%lld,\"N\":%lld,"
                         "\"M\":%lld,\"experts_hit\":%d,\"default_us\":%.3f,\"best_us\":%.3f,"
+                        "\"best_min_us\":%.3f,\"best_max_us\":%.3f,\"roofline_us\":%.3f,"
                         "\"best_kernel\":\"%s\",\"experts_only_us\":%.3f,\"cublas_us\":%.3f,"
                         "\"cublas_graph\":%d}\n",
                         o->label, (long long)p.E, (long long)p.topk, (long long)p.K,
-                        (long long)p.N, (long long)p.M, hit, dfl.us, fs.us, fs.name, fb.us,
-                        tc.median_us, tc.graph);
+                        (long long)p.N, (long long)p.M, hit, dfl.us, fs.us, fs.min_us,
+                        fs.max_us, roof.us, fs.name, fb.us, tc.median_us, tc.graph);
         }
         mt_problem_data_free(&ds);
         mt_problem_data_free(&db);
         if (st)
             goto done;
     }
+    if (o->svg)
+        st = write_chart(o, col, msg, msg_size);
 done:
+    free(col);
     mt_timer_free(&tm);
     mt_kernel_set_free(&set);
     mt_gen_close(gen);

@@ -18,6 +18,7 @@ typedef struct mt_bench_opts {
     int nM;
     int reps, warmup;
     FILE *json;              /* optional: one JSON object per M, one per line */
+    FILE *svg;               /* optional: a chart of time and roofline fraction vs M */
 } mt_bench_opts;
 
 mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size);

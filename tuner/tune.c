@@ -18,6 +18,7 @@
 
 #include "common/util.h"
 #include "moetune/db.h"
+#include "tuner/roofline.h"
 #include "tuner/worker.h"
 
 void mt_tune_default_ms(mt_tune_opts *o)
@@ -404,7 +405,6 @@ static mt_status fill_summary(const mt_tune_opts *o, mt_tune_summary *s, char *m
 void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE *f)
 {
     const mt_problem *p = &o->shape;
-    const double es = (double)mt_dtype_size(p->dtype);
     fprintf(f, "\n%s on %s: E=%lld topk=%lld K=%lld N=%lld %s %s %s, %d worker restart(s), "
                "%.1f s wall\n\n",
             o->label, s->sku, (long long)p->E, (long long)p->topk, (long long)p->K,
@@ -418,22 +418,17 @@ void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE
                 (long long)s->unfinished_M[i]);
     for (int i = 0; i < s->nrows; i++) {
         const mt_tune_row *r = &s->rows[i];
-        const double slots = (double)(r->M * p->topk);
-        const double hit = fmin((double)p->local_E,
-                                (double)p->local_E * (1.0 - pow(1.0 - 1.0 / (double)p->local_E, slots)));
-        const double flops = 2.0 * slots * 3.0 * (double)p->K * (double)p->N;
-        const double wbytes = hit * 3.0 * (double)p->K * (double)p->N * es;
-        const double io = 2.0 * (double)r->M * (double)p->K * es;
-        /* Roofline of the H200 as measured here: 4.3 TB/s, 790 TFLOP/s dense bf16. */
-        const double roof_us = fmax((wbytes + io) / 4.3e12, flops / 790e12) * 1e6;
+        mt_problem at = *p;
+        at.M = r->M;
+        const mt_roofline roof = mt_roofline_of(&at, mt_expected_experts_hit(&at));
         char cub[32];
         if (r->cublas_us > 0)
             snprintf(cub, sizeof cub, "%.2fx", r->cublas_us / r->time_us);
         else
             snprintf(cub, sizeof cub, "-");
         fprintf(f, "| %lld | %s | %.1f | %.1f | %.0f | %.2f | %.2fx | %s | %d (%d) | %s | %s |\n",
-                (long long)r->M, r->winner, r->time_us, flops / r->time_us * 1e-6,
-                wbytes / r->time_us * 1e-3, roof_us / r->time_us, r->default_us / r->time_us, cub,
+                (long long)r->M, r->winner, r->time_us, roof.flops / r->time_us * 1e-6,
+                roof.weight_bytes / r->time_us * 1e-3, roof.us / r->time_us, r->default_us / r->time_us, cub,
                 r->candidates, r->rejected, r->gemm1, r->gemm2);
     }
 }
