@@ -267,6 +267,16 @@ static int cmd_export(int argc, char **argv)
     return MT_EXIT_OK;
 }
 
+/* What an import or a merge of one file did. */
+static void print_merge_stats(const char *file, const mt_db_merge_stats *s)
+{
+    printf("%s: entries %lld new, %lld replaced, %lld kept; kernels %lld new, %lld present; "
+           "history %lld; candidates %lld; references %lld\n", file,
+           (long long)s->entries_inserted, (long long)s->entries_replaced,
+           (long long)s->entries_kept, (long long)s->kernels_added, (long long)s->kernels_present,
+           (long long)s->history, (long long)s->candidates, (long long)s->references);
+}
+
 static const char *const import_usage = "moetune db import DB FILE... [--vllm]";
 
 static int cmd_import(int argc, char **argv)
@@ -298,11 +308,7 @@ static int cmd_import(int argc, char **argv)
             mt_db_merge_stats s;
             if (mt_db_import_json(db, o.pos[i], &s))
                 return fail_db(db);
-            printf("%s: entries %lld new, %lld replaced, %lld kept; kernels %lld new; "
-                   "history %lld; candidates %lld; references %lld\n", o.pos[i],
-                   (long long)s.entries_inserted, (long long)s.entries_replaced,
-                   (long long)s.entries_kept, (long long)s.kernels_added, (long long)s.history,
-                   (long long)s.candidates, (long long)s.references);
+            print_merge_stats(o.pos[i], &s);
         }
     }
     mt_db_close(db);
@@ -335,11 +341,7 @@ static int cmd_merge(int argc, char **argv)
         mt_db_merge_stats s;
         if (mt_db_merge(db, o.pos[i], &s))
             return fail_db(db);
-        printf("%s: entries %lld new, %lld replaced, %lld kept; kernels %lld new, %lld present; "
-               "history %lld; candidates %lld; references %lld\n", o.pos[i],
-               (long long)s.entries_inserted, (long long)s.entries_replaced,
-               (long long)s.entries_kept, (long long)s.kernels_added, (long long)s.kernels_present,
-               (long long)s.history, (long long)s.candidates, (long long)s.references);
+        print_merge_stats(o.pos[i], &s);
     }
     mt_db_close(db);
     return MT_EXIT_OK;
