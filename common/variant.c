@@ -38,6 +38,16 @@ int64_t mt_variant_int(const mt_variant *v, const char *name, int64_t dflt)
     return mt_variant_get_int(v, name, &x) == MT_OK ? x : dflt;
 }
 
+const char *const mt_gemm_families[] = {"grouped_gemm", "grouped_gemm_sm90", NULL};
+
+int mt_variant_is_gemm(const mt_variant *v)
+{
+    for (int i = 0; mt_gemm_families[i]; i++)
+        if (strcmp(v->family, mt_gemm_families[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static int fits(const char *s, size_t cap) { return s && strlen(s) < cap; }
 
 mt_status mt_variant_add(mt_variant *v, const char *name, const char *value)

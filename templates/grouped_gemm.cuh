@@ -42,33 +42,15 @@
  * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES.
  */
 #pragma once
-#include "mt_device.cuh"
+#include "gemm_tile.cuh"
 
 namespace mt {
 
-template <bool C, class X, class Y> struct pick { using type = X; };
-template <class X, class Y> struct pick<false, X, Y> { using type = Y; };
-
-/* QUANT is the mt_quant_mode value: 0 none, 1-3 fp8 tensor/token/block,
- * 4-6 int8 tensor/token/block, 7 w8a16, 8 w4a16. */
-template <int QUANT> struct quant_traits {
-    static constexpr bool W8A8 = QUANT >= 1 && QUANT <= 6;
-    static constexpr bool INT8 = QUANT >= 4 && QUANT <= 6;
-    static constexpr int GRAN = W8A8 ? (QUANT - 1) % 3 + 1 : 0;   /* 1 tensor, 2 token, 3 block */
-    static constexpr bool WONLY = QUANT == 7 || QUANT == 8;
-    static constexpr bool W4 = QUANT == 8;
-    static constexpr int A_BITS = W8A8 ? 8 : 16;
-    static constexpr int B_BITS = W8A8 || QUANT == 7 ? 8 : W4 ? 4 : 16;
-    using Tag = typename pick<INT8, s8_tag, e4m3_tag>::type;
-    using Acc = typename pick<INT8, int, float>::type;
-};
-
-template <class Cfg> struct gemm_shape {
+/* The mma.sync kernel's shared-memory staging on top of the fragment
+ * geometry of gemm_tile.cuh. */
+template <class Cfg> struct gemm_shape : tile_shape<Cfg> {
     using Q = quant_traits<Cfg::QUANT>;
-    static constexpr int THREADS = Cfg::WARPS_M * Cfg::WARPS_N * 32;
-    static constexpr int WM = Cfg::BM / Cfg::WARPS_M;   /* warp tile rows */
-    static constexpr int WN = Cfg::BN / Cfg::WARPS_N;   /* warp tile cols */
-    static constexpr int MT = WM / 16, NT = WN / 8;     /* mma tiles per warp */
+    static constexpr int THREADS = tile_shape<Cfg>::THREADS;
     static constexpr int A_ROW = Cfg::BK * Q::A_BITS / 8, B_ROW = Cfg::BK * Q::B_BITS / 8;
     static constexpr int LDA = A_ROW + 16, LDB = B_ROW + 16;   /* bytes */
     static constexpr int A_STAGE = Cfg::BM * LDA, B_STAGE = Cfg::BN * LDB;
@@ -77,54 +59,7 @@ template <class Cfg> struct gemm_shape {
     static constexpr int A_ITERS = (Cfg::BM * A_CPR + THREADS - 1) / THREADS;
     static constexpr int B_ITERS = (Cfg::BN * B_CPR + THREADS - 1) / THREADS;
     static constexpr int KSTEPS = A_ROW / 32;           /* MMA steps per tile */
-    static constexpr int LDC = Cfg::BN + 4;             /* fp32 epilogue row */
-    static constexpr bool FUSED = Cfg::EPI != 0;
-    static constexpr int OUT_COLS = FUSED ? Cfg::BN / 2 : Cfg::BN;
-    static constexpr bool BLOCK = Q::GRAN == 3;
 };
-
-/* Which rows a tile covers, resolved once per CTA. */
-struct tile_rows {
-    int expert;
-    int mb;
-    int r0;        /* batched: first row of the tile within the expert */
-    int count;     /* batched: rows of the expert */
-};
-
-template <class Cfg>
-__device__ __forceinline__ bool tile_row(const mt_gemm_args &a, const tile_rows &t, int r,
-                                         int64_t *arow, int64_t *crow, int *slot)
-{
-    if (Cfg::FORMAT == 0) {
-        int s = a.sorted_ids[t.mb * Cfg::BM + r];
-        if (s >= a.num_slots)
-            return false;
-        *slot = s;
-        *arow = s / a.a_row_div;
-        *crow = s;
-        return true;
-    }
-    int rr = t.r0 + r;
-    if (rr >= t.count)
-        return false;
-    *slot = -1;
-    *arow = (int64_t)t.expert * a.max_tokens + rr;
-    *crow = *arow;
-    return true;
-}
-
-/* Weight row (= product column) of tile column c; false past the end. The
- * fused epilogue's tile holds gate rows in its first half, up rows after. */
-template <class Cfg> __device__ __forceinline__ bool weight_row(const mt_gemm_args &a, int nb, int c, int *n)
-{
-    if (gemm_shape<Cfg>::FUSED) {
-        const int half = Cfg::BN / 2, nn = nb * half + c % half;
-        *n = c < half ? nn : a.n_half + nn;
-        return nn < a.n_half;
-    }
-    *n = nb * Cfg::BN + c;
-    return *n < a.N;
-}
 
 /* Weight-only: dequantize two consecutive k (lo = even k) of 8-bit or
  * packed 4-bit q into one register of two T. */
@@ -163,32 +98,10 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
 
-    /* Tile order: GROUP_M row blocks share each column block, for L2 reuse of B. */
-    const int out_limit = S::FUSED ? a.n_half : a.N;
-    const int num_n_blocks = (out_limit + S::OUT_COLS - 1) / S::OUT_COLS;
-    const int pid = blockIdx.x;
-    const int in_group = Cfg::GROUP_M * num_n_blocks;
-    const int first_m = (pid / in_group) * Cfg::GROUP_M;
-    const int gsize = min(a.num_m_blocks - first_m, Cfg::GROUP_M);
     tile_rows t;
-    t.mb = first_m + (pid % in_group) % gsize;
-    const int nb = (pid % in_group) / gsize;
-    t.r0 = 0;
-    t.count = 0;
-    if (Cfg::FORMAT == 0) {
-        if (t.mb * Cfg::BM >= *a.num_padded)
-            return;
-        t.expert = a.block_expert[t.mb];
-        if (t.expert < 0)
-            return;
-    } else {
-        const int bpe = (a.max_tokens + Cfg::BM - 1) / Cfg::BM;
-        t.expert = t.mb / bpe;
-        t.r0 = (t.mb % bpe) * Cfg::BM;
-        t.count = a.expert_num_tokens[t.expert];
-        if (t.r0 >= t.count)
-            return;
-    }
+    int nb;
+    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+        return;
 
     /* Each thread's copy sources are fixed across K: resolve them once. */
     const unsigned char *Abase = static_cast<const unsigned char *>(a.A);
@@ -255,33 +168,9 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
                     facc[i][j][q] = 0.f;
             }
 
-    /* Block modes: where this thread's fragment rows and columns find their
-     * scales (-1: row or column outside the problem, scale 0). */
-    int64_t sa_off[S::BLOCK ? S::MT : 1][2];
-    int64_t sw_off[S::BLOCK ? S::NT : 1][2];
-    const int kblocks = (a.K + 127) / 128;
-    if constexpr (S::BLOCK) {
-#pragma unroll
-        for (int i = 0; i < S::MT; i++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int64_t arow, crow;
-                int slot;
-                const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
-                sa_off[i][h] = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? arow * a.a_scale_ld : -1;
-            }
-        const int nblocks = (a.N + 127) / 128;
-#pragma unroll
-        for (int j = 0; j < S::NT; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                int n;
-                const int c = warp_n * S::WN + j * 8 + (lane & 3) * 2 + h;
-                sw_off[j][h] = weight_row<Cfg>(a, nb, c, &n)
-                                   ? ((int64_t)t.expert * nblocks + n / 128) * kblocks
-                                   : -1;
-            }
-    }
+    block_scales<Cfg> bs;
+    if constexpr (S::BLOCK)
+        bs.init(a, t, nb, warp_m, warp_n, lane);
 
     /* Weight-only: this thread's B columns and their group scale rows. */
     const int ngroups = Q::WONLY ? a.K / a.group : 1;
@@ -372,94 +261,14 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
         }
         if constexpr (S::BLOCK) {
             /* End of a 128-wide K block (BK divides 128) or of K: fold. */
-            if (((kt + 1) * Cfg::BK) % 128 == 0 || kt == k_tiles - 1) {
-                const int kb = kt * Cfg::BK / 128;
-#pragma unroll
-                for (int i = 0; i < S::MT; i++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const float sa = sa_off[i][h] >= 0 ? a.a_scale[sa_off[i][h] + kb] : 0.f;
-#pragma unroll
-                        for (int j = 0; j < S::NT; j++)
-#pragma unroll
-                            for (int c = 0; c < 2; c++) {
-                                const float sw = sw_off[j][c] >= 0 ? a.b_scale[sw_off[j][c] + kb] : 0.f;
-                                facc[i][j][h * 2 + c] += (float)acc[i][j][h * 2 + c] * (sa * sw);
-                                acc[i][j][h * 2 + c] = 0;
-                            }
-                    }
-            }
+            if (((kt + 1) * Cfg::BK) % 128 == 0 || kt == k_tiles - 1)
+                bs.fold(a, kt * Cfg::BK / 128, acc, facc);
         }
     }
     cp_async_wait<0>();
     __syncthreads();  /* the pipeline buffers become the fp32 epilogue tile */
 
-    float *sC = reinterpret_cast<float *>(smem_raw);
-#pragma unroll
-    for (int i = 0; i < S::MT; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
-            /* Tensor / token scales leave the registers with the values. */
-            float sa = 1.f;
-            if constexpr (Q::GRAN == 1) {
-                sa = a.a_scale[0] * a.b_scale[t.expert];
-            } else if constexpr (Q::GRAN == 2) {
-                int64_t arow, crow;
-                int slot;
-                sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
-            }
-#pragma unroll
-            for (int j = 0; j < S::NT; j++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) {
-                    const int col = warp_n * S::WN + j * 8 + (lane & 3) * 2 + c;
-                    float v;
-                    if constexpr (S::BLOCK) {
-                        v = facc[i][j][h * 2 + c];
-                    } else if constexpr (Q::GRAN == 2) {
-                        int n;
-                        const float sw = weight_row<Cfg>(a, nb, col, &n)
-                                             ? a.b_scale[(int64_t)t.expert * a.N + n]
-                                             : 0.f;
-                        v = (float)acc[i][j][h * 2 + c] * (sa * sw);
-                    } else {
-                        v = (float)acc[i][j][h * 2 + c] * sa;
-                    }
-                    sC[r * S::LDC + col] = v;
-                }
-        }
-    __syncthreads();
-
-    constexpr int OC = S::OUT_COLS / 8;
-    T *C = static_cast<T *>(a.C);
-    for (int c = tid; c < Cfg::BM * OC; c += S::THREADS) {
-        const int r = c / OC, cc = c % OC;
-        const int col0 = nb * S::OUT_COLS + cc * 8;
-        int64_t arow, crow;
-        int slot;
-        if (col0 >= out_limit || !tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
-            continue;
-        const float w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
-        const float *src = sC + r * S::LDC + cc * 8;
-        float v[8];
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            /* Gate and up are rounded to the element type first, as the
-             * unfused path stores them: the fused result then matches the
-             * unfused one (and the oracle's rounding points). */
-            if constexpr (S::FUSED)
-                v[q] = activate<Cfg::EPI - 1>(round_to<T>(src[q] * w)) *
-                       round_to<T>(src[q + Cfg::BN / 2] * w);
-            else
-                v[q] = src[q] * w;
-        }
-        vec8 out;
-#pragma unroll
-        for (int q = 0; q < 4; q++)
-            out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
-        *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
-    }
+    store_tile<Cfg>(a, t, nb, warp_m, warp_n, acc, facc, smem_raw);
 }
 
 } // namespace mt

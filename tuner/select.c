@@ -27,10 +27,17 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     const double reread = mt_variant_int(v, "GROUP_M", 1) > 1 ? 1.0 + (mblocks - 1.0) * 0.25 : mblocks;
     const double bytes = busy * n_out * k * es * reread + (double)slots * k * es * ceil(n_out / bn);
     const double flops = 2.0 * busy * mblocks * bm * n_out * k;
-    /* Bigger warp tiles use the tensor cores better (fewer shared loads per MMA). */
-    const double wm = bm / (double)mt_variant_int(v, "WARPS_M", 1);
-    const double wn = bn / (double)mt_variant_int(v, "WARPS_N", 1);
-    const double mma_eff = fmin(1.0, sqrt(wm * wn / (64.0 * 64.0))) * 0.5;
+    /* mma.sync: bigger warp tiles use the tensor cores better (fewer shared
+     * loads per MMA), at most half the peak. Warpgroup MMA reads both
+     * operands from shared memory itself; wider N amortizes the A reads. */
+    double mma_eff;
+    if (!strcmp(v->family, "grouped_gemm_sm90")) {
+        mma_eff = 0.8 * fmin(1.0, sqrt(bn / 128.0));
+    } else {
+        const double wm = bm / (double)mt_variant_int(v, "WARPS_M", 1);
+        const double wn = bn / (double)mt_variant_int(v, "WARPS_N", 1);
+        mma_eff = fmin(1.0, sqrt(wm * wn / (64.0 * 64.0))) * 0.5;
+    }
     const double ctas = busy * mblocks * ceil(n_out / bn);
     const double per_sm = fmax(1.0, floor(fmin(2048.0 / (double)v->threads,
                                                228.0 * 1024.0 / fmax(1.0, (double)v->smem_bytes))));
@@ -98,7 +105,8 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
             int shape_taken = 0;
             for (size_t j = 0; j < k && pass == 0 && !shape_taken; j++) {
                 const mt_variant *u = &all[out[j]];
-                shape_taken = mt_variant_int(u, "BLOCK_M", 0) == mt_variant_int(v, "BLOCK_M", 0) &&
+                shape_taken = !strcmp(u->family, v->family) &&
+                              mt_variant_int(u, "BLOCK_M", 0) == mt_variant_int(v, "BLOCK_M", 0) &&
                               mt_variant_int(u, "BLOCK_N", 0) == mt_variant_int(v, "BLOCK_N", 0) &&
                               mt_variant_int(u, "BLOCK_K", 0) == mt_variant_int(v, "BLOCK_K", 0) &&
                               !strcmp(mt_variant_get(u, "epilogue"), mt_variant_get(v, "epilogue"));

@@ -61,6 +61,14 @@ mt_status mt_variant_make_name(mt_variant *v, const char *const *abbrevs);
 int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
                         const char *value);
 
+/* The families whose kernels serve the gemm1/gemm2 steps of a pipeline: they
+ * share the kernel argument (mt_gemm_args) and the parameter names dtype,
+ * quant, format, epilogue, BLOCK_M and BLOCK_N. "grouped_gemm" (mma.sync,
+ * sm_80+) and "grouped_gemm_sm90" (warpgroup MMA, sm_90a only). NULL-ended. */
+extern const char *const mt_gemm_families[];
+/* 1 when v belongs to one of mt_gemm_families. */
+int mt_variant_is_gemm(const mt_variant *v);
+
 /* Serialize to / parse from one line of text, as stored in the database:
  * "family=F;arch=A;version=V;threads=T;smem=S;name=N;p.K1=V1;p.K2=V2..." */
 mt_status mt_variant_format(const mt_variant *v, char *out, size_t size);

@@ -157,7 +157,7 @@ void mm_run_case(const qcase *c, uint64_t seed)
     int tried = 0;
     for (size_t i = 0; i < mm_kernels.n; i++) {
         const mt_variant *v = &mm_kernels.k[i].v;
-        if (strcmp(v->family, "grouped_gemm") ||
+        if (!mt_variant_is_gemm(v) ||
             strcmp(mt_variant_get(v, "dtype"), mt_dtype_name(p.dtype)) ||
             strcmp(mt_variant_get(v, "quant"), mt_quant_mode_name(p.quant.mode)) ||
             strcmp(mt_variant_get(v, "format"), mt_act_format_name(p.format)))

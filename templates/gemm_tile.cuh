@@ -1,0 +1,265 @@
+/*
+ * What both grouped-GEMM main loops share (grouped_gemm.cuh on mma.sync,
+ * grouped_gemm_sm90.cuh on warpgroup MMA): the quant traits, the tile a CTA
+ * owns (expert, rows, weight columns), the accumulator fragment geometry,
+ * the per-128-K block-scale folding and the epilogue.
+ *
+ * Accumulator fragments: warp (warp_m, warp_n) of a WARPS_M x WARPS_N grid
+ * owns a WM x WN sub-tile as MT x NT fragments of 16 x 8 values; lane L
+ * holds, in acc[i][j][h * 2 + c], row warp_m*WM + 16i + L/4 + 8h and column
+ * warp_n*WN + 8j + 2(L%4) + c. That is the C layout of mma.sync m16n8, and
+ * also the D layout of wgmma m64nN (warp w of a warpgroup holds rows 16w..
+ * 16w+15 of the 64, NT = N/8): the sm90 kernel describes itself with
+ * WARPS_M = BM/16, WARPS_N = 1 and reuses all of this.
+ */
+#pragma once
+#include "mt_device.cuh"
+
+namespace mt {
+
+template <bool C, class X, class Y> struct pick { using type = X; };
+template <class X, class Y> struct pick<false, X, Y> { using type = Y; };
+
+/* QUANT is the mt_quant_mode value: 0 none, 1-3 fp8 tensor/token/block,
+ * 4-6 int8 tensor/token/block, 7 w8a16, 8 w4a16. */
+template <int QUANT> struct quant_traits {
+    static constexpr bool W8A8 = QUANT >= 1 && QUANT <= 6;
+    static constexpr bool INT8 = QUANT >= 4 && QUANT <= 6;
+    static constexpr int GRAN = W8A8 ? (QUANT - 1) % 3 + 1 : 0;   /* 1 tensor, 2 token, 3 block */
+    static constexpr bool WONLY = QUANT == 7 || QUANT == 8;
+    static constexpr bool W4 = QUANT == 8;
+    static constexpr int A_BITS = W8A8 ? 8 : 16;
+    static constexpr int B_BITS = W8A8 || QUANT == 7 ? 8 : W4 ? 4 : 16;
+    using Tag = typename pick<INT8, s8_tag, e4m3_tag>::type;
+    using Acc = typename pick<INT8, int, float>::type;
+};
+
+/* Fragment geometry and epilogue sizes of a Cfg (see the file comment). */
+template <class Cfg> struct tile_shape {
+    using Q = quant_traits<Cfg::QUANT>;
+    static constexpr int THREADS = Cfg::WARPS_M * Cfg::WARPS_N * 32;
+    static constexpr int WM = Cfg::BM / Cfg::WARPS_M;   /* warp tile rows */
+    static constexpr int WN = Cfg::BN / Cfg::WARPS_N;   /* warp tile cols */
+    static constexpr int MT = WM / 16, NT = WN / 8;     /* 16x8 fragments per warp */
+    static constexpr int LDC = Cfg::BN + 4;             /* fp32 epilogue row */
+    static constexpr bool FUSED = Cfg::EPI != 0;
+    static constexpr int OUT_COLS = FUSED ? Cfg::BN / 2 : Cfg::BN;
+    static constexpr bool BLOCK = Q::GRAN == 3;
+    static constexpr int EPI_BYTES = Cfg::BM * LDC * 4;
+};
+
+/* Which rows a tile covers, resolved once per CTA. */
+struct tile_rows {
+    int expert;
+    int mb;
+    int r0;        /* batched: first row of the tile within the expert */
+    int count;     /* batched: rows of the expert */
+};
+
+template <class Cfg>
+__device__ __forceinline__ bool tile_row(const mt_gemm_args &a, const tile_rows &t, int r,
+                                         int64_t *arow, int64_t *crow, int *slot)
+{
+    if (Cfg::FORMAT == 0) {
+        int s = a.sorted_ids[t.mb * Cfg::BM + r];
+        if (s >= a.num_slots)
+            return false;
+        *slot = s;
+        *arow = s / a.a_row_div;
+        *crow = s;
+        return true;
+    }
+    int rr = t.r0 + r;
+    if (rr >= t.count)
+        return false;
+    *slot = -1;
+    *arow = (int64_t)t.expert * a.max_tokens + rr;
+    *crow = *arow;
+    return true;
+}
+
+/* Weight row (= product column) of tile column c; false past the end. The
+ * fused epilogue's tile holds gate rows in its first half, up rows after. */
+template <class Cfg> __device__ __forceinline__ bool weight_row(const mt_gemm_args &a, int nb, int c, int *n)
+{
+    if (tile_shape<Cfg>::FUSED) {
+        const int half = Cfg::BN / 2, nn = nb * half + c % half;
+        *n = c < half ? nn : a.n_half + nn;
+        return nn < a.n_half;
+    }
+    *n = nb * Cfg::BN + c;
+    return *n < a.N;
+}
+
+/* The tile of CTA `pid`: GROUP_M row blocks share each column block, for L2
+ * reuse of the weights. False when the tile has no rows (padding blocks,
+ * experts not on this rank, rows past an expert's count). */
+template <class Cfg>
+__device__ __forceinline__ bool tile_of(const mt_gemm_args &a, int pid, tile_rows *t, int *nb)
+{
+    using S = tile_shape<Cfg>;
+    const int out_limit = S::FUSED ? a.n_half : a.N;
+    const int num_n_blocks = (out_limit + S::OUT_COLS - 1) / S::OUT_COLS;
+    const int in_group = Cfg::GROUP_M * num_n_blocks;
+    const int first_m = (pid / in_group) * Cfg::GROUP_M;
+    const int gsize = min(a.num_m_blocks - first_m, Cfg::GROUP_M);
+    t->mb = first_m + (pid % in_group) % gsize;
+    *nb = (pid % in_group) / gsize;
+    t->r0 = 0;
+    t->count = 0;
+    if (Cfg::FORMAT == 0) {
+        if (t->mb * Cfg::BM >= *a.num_padded)
+            return false;
+        t->expert = a.block_expert[t->mb];
+        return t->expert >= 0;
+    }
+    const int bpe = (a.max_tokens + Cfg::BM - 1) / Cfg::BM;
+    t->expert = t->mb / bpe;
+    t->r0 = (t->mb % bpe) * Cfg::BM;
+    t->count = a.expert_num_tokens[t->expert];
+    return t->r0 < t->count;
+}
+
+/* Block modes: where this thread's fragment rows and column groups find
+ * their scales (-1: outside the problem, scale 0), and the fold of a
+ * finished 128-wide K block into the fp32 sum. A fragment's 8 columns share
+ * one weight scale: they start at a multiple of 8 of n (gate columns at
+ * nb*BN/2, up columns at n_half + nb*BN/2, n_half a multiple of 16 for
+ * 8-bit operands), so they never straddle a 128-wide block of n, and they
+ * are all inside N or all past it. */
+template <class Cfg> struct block_scales {
+    using S = tile_shape<Cfg>;
+    int64_t sa_off[S::MT][2];
+    int32_t sw_off[S::NT];
+
+    __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
+                                         int warp_n, int lane)
+    {
+        const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
+#pragma unroll
+        for (int i = 0; i < S::MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int64_t arow, crow;
+                int slot;
+                const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
+                sa_off[i][h] = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? arow * a.a_scale_ld : -1;
+            }
+#pragma unroll
+        for (int j = 0; j < S::NT; j++) {
+            int n;
+            sw_off[j] = weight_row<Cfg>(a, nb, warp_n * S::WN + j * 8, &n)
+                            ? (t.expert * nblocks + n / 128) * kblocks
+                            : -1;
+        }
+    }
+
+    /* facc += acc * a_scale * w_scale of K block kb; acc = 0. */
+    template <class Acc>
+    __device__ __forceinline__ void fold(const mt_gemm_args &a, int kb, Acc (&acc)[S::MT][S::NT][4],
+                                         float (&facc)[S::MT][S::NT][4]) const
+    {
+        float sa[S::MT][2];
+#pragma unroll
+        for (int i = 0; i < S::MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                sa[i][h] = sa_off[i][h] >= 0 ? a.a_scale[sa_off[i][h] + kb] : 0.f;
+#pragma unroll
+        for (int j = 0; j < S::NT; j++) {
+            const float sw = sw_off[j] >= 0 ? a.b_scale[sw_off[j] + kb] : 0.f;
+#pragma unroll
+            for (int i = 0; i < S::MT; i++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    facc[i][j][q] += (float)acc[i][j][q] * (sa[i][q >> 1] * sw);
+                    acc[i][j][q] = 0;
+                }
+        }
+    }
+};
+
+/* The epilogue: fragments (with tensor/token scales applied, or the folded
+ * block sums) staged as an fp32 tile in shared memory (smem: S::EPI_BYTES,
+ * free of pipeline data: the caller synchronizes before), then the router
+ * weight per row and the optional activation-and-mul, written as 16-byte
+ * vectors. FACC is the block modes' fp32 sum (ignored otherwise). */
+template <class Cfg, class Acc, class FAcc>
+__device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
+                                           int warp_n, const Acc &acc, const FAcc &facc,
+                                           unsigned char *smem)
+{
+    using T = typename Cfg::T;
+    using S = tile_shape<Cfg>;
+    using Q = typename S::Q;
+    const int tid = threadIdx.x, lane = tid & 31;
+    float *sC = reinterpret_cast<float *>(smem);
+#pragma unroll
+    for (int i = 0; i < S::MT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = warp_m * S::WM + i * 16 + (lane >> 2) + h * 8;
+            /* Tensor / token scales leave the registers with the values. */
+            float sa = 1.f;
+            if constexpr (Q::GRAN == 1) {
+                sa = a.a_scale[0] * a.b_scale[t.expert];
+            } else if constexpr (Q::GRAN == 2) {
+                int64_t arow, crow;
+                int slot;
+                sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
+            }
+#pragma unroll
+            for (int j = 0; j < S::NT; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int col = warp_n * S::WN + j * 8 + (lane & 3) * 2 + c;
+                    float v;
+                    if constexpr (S::BLOCK) {
+                        v = facc[i][j][h * 2 + c];
+                    } else if constexpr (Q::GRAN == 2) {
+                        int n;
+                        const float sw = weight_row<Cfg>(a, nb, col, &n)
+                                             ? a.b_scale[(int64_t)t.expert * a.N + n]
+                                             : 0.f;
+                        v = (float)acc[i][j][h * 2 + c] * (sa * sw);
+                    } else {
+                        v = (float)acc[i][j][h * 2 + c] * sa;
+                    }
+                    sC[r * S::LDC + col] = v;
+                }
+        }
+    __syncthreads();
+
+    const int out_limit = S::FUSED ? a.n_half : a.N;
+    constexpr int OC = S::OUT_COLS / 8;
+    T *C = static_cast<T *>(a.C);
+    for (int c = tid; c < Cfg::BM * OC; c += S::THREADS) {
+        const int r = c / OC, cc = c % OC;
+        const int col0 = nb * S::OUT_COLS + cc * 8;
+        int64_t arow, crow;
+        int slot;
+        if (col0 >= out_limit || !tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
+            continue;
+        const float w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
+        const float *src = sC + r * S::LDC + cc * 8;
+        float v[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            /* Gate and up are rounded to the element type first, as the
+             * unfused path stores them: the fused result then matches the
+             * unfused one (and the oracle's rounding points). */
+            if constexpr (S::FUSED)
+                v[q] = activate<Cfg::EPI - 1>(round_to<T>(src[q] * w)) *
+                       round_to<T>(src[q + Cfg::BN / 2] * w);
+            else
+                v[q] = src[q] * w;
+        }
+        vec8 out;
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
+        *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+    }
+}
+
+} // namespace mt

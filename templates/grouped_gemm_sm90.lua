@@ -1,0 +1,135 @@
+-- grouped_gemm_sm90: the experts' grouped GEMMs on Hopper's warpgroup MMA
+-- (wgmma.mma_async, HGMMA/QGMMA in SASS), sm_90a only. Same kernel argument
+-- (mt_gemm_args), same role (gemm1 or gemm2) and the same parameter names as
+-- grouped_gemm, so the tuner and the runtime treat both families alike (see
+-- mt_gemm_families). One warpgroup per 64 rows of the tile; operands staged
+-- in shared memory in the 128-byte swizzled layout the MMA reads, by cp.async
+-- row copies (the standard format's gathered token rows need them) with a
+-- STAGES-deep pipeline that keeps one MMA group in flight. Device code:
+-- grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...) accumulator
+-- operands is written here, per tile width and operand type.
+
+local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
+local EPI = { store = 0, silu = 1, gelu = 2 }
+local FORMAT = { standard = 0, batched = 1 }
+local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
+                ["int8-tensor"] = 4, ["int8-token"] = 5, ["int8-block"] = 6 }
+local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", "int8-token",
+                 "int8-block" }
+
+local function eight_bit(quant) return QUANT[quant] >= 1 end
+local function block_scaled(quant) return quant == "fp8-block" or quant == "int8-block" end
+
+local function shape(p)
+  local s = {}
+  s.threads = p.BLOCK_M * 2                      -- 4 warps per 64 rows
+  s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
+  local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
+  local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
+  s.smem = math.max(pipeline, epilogue) + 1024   -- + alignment of the swizzled tiles
+  -- fp32 (or int32) accumulators per thread; block modes keep a second set.
+  s.acc = p.BLOCK_N // 2 * (block_scaled(p.quant) and 2 or 1)
+  return s
+end
+
+-- The wgmma instruction for the point, as an inline-asm wrapper the kernel
+-- calls once per K step: D(64 x BN) += A(64 x k) * B(BN x k)^T, A and B
+-- K-major in shared memory (descriptors), D in this thread's registers.
+local function mma_wrapper(p)
+  local n = p.BLOCK_N
+  local regs = n // 2
+  local int = p.quant:sub(1, 4) == "int8"
+  local op
+  if p.quant == "none" then
+    local t = p.dtype == "bf16" and "bf16" or "f16"
+    op = string.format("wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s", n, t, t)
+  elseif int then
+    op = string.format("wgmma.mma_async.sync.aligned.m64n%dk32.s32.s8.s8", n)
+  else
+    op = string.format("wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3", n)
+  end
+  local dlist, cons = {}, {}
+  for i = 0, regs - 1 do
+    dlist[#dlist + 1] = "%" .. i
+    cons[#cons + 1] = string.format('"+%s"(d[0][%d][%d])', int and "r" or "f", i // 4, i % 4)
+  end
+  -- scale-d is a predicate; the accumulators always carry the running sum.
+  local tail = (p.quant == "none") and "p, 1, 1, 0, 0" or (int and "p" or "p, 1, 1")
+  local asm = string.format(
+    '"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n%s {%s}, %%%d, %%%d, %s;\\n}\\n"',
+    regs + 2, op, table.concat(dlist, ","), regs, regs + 1, tail)
+  local acc = int and "int" or "float"
+  local lines = {}
+  for i = 1, #cons, 8 do
+    lines[#lines + 1] = table.concat(cons, ", ", i, math.min(i + 7, #cons))
+  end
+  return string.format([[
+    static __device__ __forceinline__ void mma(%s (&d)[1][%d][4], uint64_t da, uint64_t db)
+    {
+        asm volatile(%s
+            : %s
+            : "l"(da), "l"(db), "r"(1));
+    }]], acc, n // 8, asm, table.concat(lines, ",\n              "))
+end
+
+local defaults = {}
+for _, q in ipairs(QUANTS) do
+  local bk = eight_bit(q) and 128 or 64
+  for _, t in ipairs({
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 5, GROUP_M = 8 },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8 } }) do
+    local d = { quant = q, BLOCK_K = bk }
+    for k, v in pairs(t) do d[k] = v end
+    defaults[#defaults + 1] = d
+  end
+end
+
+return {
+  family = "grouped_gemm_sm90",
+  version = 1,
+  doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
+  params = {
+    { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
+    { name = "quant",    abbrev = "",  values = QUANTS },
+    { name = "format",   abbrev = "",  values = { "standard", "batched" } },
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    { name = "BLOCK_M",  abbrev = "m", values = { 64, 128 } },
+    { name = "BLOCK_N",  abbrev = "n", values = { 64, 128, 192, 256 } },
+    { name = "BLOCK_K",  abbrev = "k", values = { 64, 128 } },
+    { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
+    { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6 } },
+  },
+  default_set = defaults,
+  valid = function(p, target)
+    if target.arch ~= "sm_90a" then return false, "needs sm_90a" end
+    local s = shape(p)
+    -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit values.
+    if s.row_bytes ~= 128 then return false, "BLOCK_K is not one 128-byte swizzle row" end
+    if s.acc > 128 then return false, "accumulators exceed the register budget" end
+    if s.smem > target.smem_per_block then return false, "shared memory exceeds the target" end
+    return true
+  end,
+  launch = function(p, target)
+    local s = shape(p)
+    return { threads = s.threads, smem = s.smem }
+  end,
+  render = function(p, name)
+    local s = shape(p)
+    return mt.subst([[
+#include "grouped_gemm_sm90.cuh"
+struct ${NAME}_cfg {
+    using T = ${ELEM};
+    static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
+    static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
+    static constexpr int WARPS_M = ${BM} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${MMA}
+};
+extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const mt_gemm_args args)
+{
+    mt::grouped_gemm_sm90<${NAME}_cfg>(args);
+}
+]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
+      EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
+      STAGES = p.STAGES, THREADS = s.threads, MMA = mma_wrapper(p) })
+  end,
+}
