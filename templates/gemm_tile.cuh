@@ -179,21 +179,20 @@ template <class Cfg> struct block_scales {
     }
 };
 
-/* The epilogue: fragments (with tensor/token scales applied, or the folded
- * block sums) staged as an fp32 tile in shared memory (smem: S::EPI_BYTES,
- * free of pipeline data: the caller synchronizes before), then the router
- * weight per row and the optional activation-and-mul, written as 16-byte
- * vectors. FACC is the block modes' fp32 sum (ignored otherwise). */
+/* The epilogue, in two halves so that a kernel whose copying threads hold
+ * no accumulators can still help write: stage_fragments puts this thread's
+ * fragments (tensor/token scales applied, or the block modes' folded sums)
+ * into the fp32 tile sC (BM x LDC, S::EPI_BYTES of shared memory free of
+ * pipeline data); after a barrier, write_tile applies the router weight per
+ * row and the optional activation-and-mul and writes 16-byte vectors, its
+ * rows dealt over `nthreads` threads. FACC is ignored unless S::BLOCK. */
 template <class Cfg, class Acc, class FAcc>
-__device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
-                                           int warp_n, const Acc &acc, const FAcc &facc,
-                                           unsigned char *smem)
+__device__ __forceinline__ void stage_fragments(const mt_gemm_args &a, const tile_rows &t, int nb,
+                                                int warp_m, int warp_n, int lane, const Acc &acc,
+                                                const FAcc &facc, float *sC)
 {
-    using T = typename Cfg::T;
     using S = tile_shape<Cfg>;
     using Q = typename S::Q;
-    const int tid = threadIdx.x, lane = tid & 31;
-    float *sC = reinterpret_cast<float *>(smem);
 #pragma unroll
     for (int i = 0; i < S::MT; i++)
 #pragma unroll
@@ -228,12 +227,18 @@ __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_row
                     sC[r * S::LDC + col] = v;
                 }
         }
-    __syncthreads();
+}
 
+template <class Cfg>
+__device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
+                                           const float *sC, int tid, int nthreads)
+{
+    using T = typename Cfg::T;
+    using S = tile_shape<Cfg>;
     const int out_limit = S::FUSED ? a.n_half : a.N;
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
-    for (int c = tid; c < Cfg::BM * OC; c += S::THREADS) {
+    for (int c = tid; c < Cfg::BM * OC; c += nthreads) {
         const int r = c / OC, cc = c % OC;
         const int col0 = nb * S::OUT_COLS + cc * 8;
         int64_t arow, crow;
@@ -260,6 +265,18 @@ __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_row
             out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
         *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
     }
+}
+
+/* Both halves, for kernels whose every thread holds fragments. */
+template <class Cfg, class Acc, class FAcc>
+__device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
+                                           int warp_n, const Acc &acc, const FAcc &facc,
+                                           unsigned char *smem)
+{
+    float *sC = reinterpret_cast<float *>(smem);
+    stage_fragments<Cfg>(a, t, nb, warp_m, warp_n, threadIdx.x & 31, acc, facc, sC);
+    __syncthreads();
+    write_tile<Cfg>(a, t, nb, sC, threadIdx.x, tile_shape<Cfg>::THREADS);
 }
 
 } // namespace mt

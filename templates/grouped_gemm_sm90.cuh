@@ -16,16 +16,13 @@
  * swizzle is a function of the address bits, which is why the tiles are
  * aligned).
  *
- * Pipeline: every thread copies its chunks with cp.async (gathered token
- * rows in the standard format, an expert's weight rows), STAGES buffers, the
- * copy of tile kt + STAGES - 2 issued while the MMAs of tile kt run, one MMA
- * group left in flight across the barrier (so a buffer is rewritten only
- * after the MMAs of two tiles back have completed in every warpgroup). The
- * block-scale modes wait for each tile's MMAs before folding its sums.
+ * Copies are cp.async (gathered token rows in the standard format, an
+ * expert's weight rows) into STAGES buffers; two pipelines, Cfg::PIPE, are
+ * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
- * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus the generated
- * static mma(acc, desc_a, desc_b).
+ * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE and the
+ * generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -49,83 +46,156 @@ __device__ __forceinline__ uint64_t sw128_desc(const void *tile)
     return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
+/* mbarrier primitives (shared::cta). A phase completes when the expected
+ * number of arrivals has come; waiting on parity P returns once the phase
+ * of that parity has completed. */
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+/* Arrive once this thread's earlier cp.async copies have landed (the
+ * barrier's count includes this arrival: .noinc). */
+__device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
+{
+    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+template <int R> __device__ __forceinline__ void regs_shrink() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void regs_grow() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
+
 template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     using Q = quant_traits<Cfg::QUANT>;
-    static constexpr int THREADS = tile_shape<Cfg>::THREADS;
+    static constexpr int CONSUMERS = tile_shape<Cfg>::THREADS;   /* threads holding fragments */
     static constexpr int ROW = 128;                         /* bytes of K per tile row */
     static constexpr int EPC = ROW / 8 / (Q::A_BITS / 8);   /* elements per 16-byte chunk */
     static constexpr int A_STAGE = Cfg::BM * ROW, B_STAGE = Cfg::BN * ROW;
-    static constexpr int A_ITERS = Cfg::BM * 8 / THREADS, B_ITERS = Cfg::BN * 8 / THREADS;
+    static constexpr int PIPE_BYTES = Cfg::STAGES * (A_STAGE + B_STAGE);
     static constexpr int KSTEPS = ROW / 32;                 /* MMAs per tile */
     static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
-    static_assert(Cfg::BM % 64 == 0 && (Cfg::BM * 8) % THREADS == 0 && (Cfg::BN * 8) % THREADS == 0,
-                  "tile does not split into whole chunks per thread");
+    static_assert(Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0, "tile does not split into warpgroups");
 };
 
-template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
-{
+/* The cp.async copies of one pipeline stage done by LOADERS threads (thread
+ * `id` of them): chunk id % 8 of rows id / 8 + i * LOADERS / 8. LOADERS / 8
+ * is a multiple of 8, so a thread's swizzled chunk position is fixed too.
+ * The A row of each tile row (gathered token rows in the standard format,
+ * the expert's rows in the batched one) is resolved once into a table in
+ * shared memory (byte offset, -1: no row), so that copying threads keep few
+ * registers; weight rows are computed as they go. */
+template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
-    using Acc = typename Q::Acc;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-    unsigned char *sA = smem;
-    unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
+    static constexpr int STEP = LOADERS / 8;
+    static constexpr int A_ITERS = Cfg::BM / STEP, B_ITERS = Cfg::BN / STEP;
+    static_assert(STEP % 8 == 0 && Cfg::BM % STEP == 0 && Cfg::BN % STEP == 0, "uneven copy split");
+    const unsigned char *A, *B;
+    const int64_t *arow;   /* shared: BM byte offsets into A */
+    int cc, r0, dst, nb;
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp / 4;
-    tile_rows t;
-    int nb;
-    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
-        return;
-
-    /* A thread always copies chunk tid % 8 of rows tid / 8 + i * THREADS / 8;
-     * THREADS / 8 is a multiple of 8, so the swizzled chunk is fixed too. */
-    const int cc = tid & 7, r0 = tid >> 3;
-    const int dst_chunk = (cc ^ (r0 & 7)) * 16;
-    const unsigned char *Abase = static_cast<const unsigned char *>(a.A);
-    const unsigned char *a_src[S::A_ITERS];
-#pragma unroll
-    for (int i = 0; i < S::A_ITERS; i++) {
-        int64_t arow, crow;
-        int slot;
-        a_src[i] = tile_row<Cfg>(a, t, r0 + i * (S::THREADS / 8), &arow, &crow, &slot)
-                       ? Abase + arow * a.lda * (Q::A_BITS / 8) + cc * 16
-                       : nullptr;
-    }
-    const unsigned char *B = static_cast<const unsigned char *>(a.B) +
-                             (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
-    const unsigned char *b_src[S::B_ITERS];
-#pragma unroll
-    for (int i = 0; i < S::B_ITERS; i++) {
-        int n;
-        b_src[i] = weight_row<Cfg>(a, nb, r0 + i * (S::THREADS / 8), &n)
-                       ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 + cc * 16
-                       : nullptr;
+    /* Fills the row table: the caller makes the loaders wait for each other
+     * before the first load. */
+    __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb_, int id,
+                                         int64_t *table)
+    {
+        cc = id & 7;
+        r0 = id >> 3;
+        dst = r0 * S::ROW + ((cc ^ (r0 & 7)) * 16);
+        nb = nb_;
+        A = static_cast<const unsigned char *>(a.A);
+        B = static_cast<const unsigned char *>(a.B) + (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
+        for (int r = id; r < Cfg::BM; r += LOADERS) {
+            int64_t ar, crow;
+            int slot;
+            table[r] = tile_row<Cfg>(a, t, r, &ar, &crow, &slot) ? ar * a.lda * (Q::A_BITS / 8) : -1;
+        }
+        arow = table;
     }
 
     /* K is a multiple of the chunk width (a plan checks it): a chunk is
      * wholly inside or outside [0, K). Missing rows and K past the end are
      * zero-filled. */
-    auto load_stage = [&](int stage, int kt) {
+    __device__ __forceinline__ void load(const mt_gemm_args &a, unsigned char *sA, unsigned char *sB,
+                                         int kt) const
+    {
         const int k0 = kt * Cfg::BK;
         const bool k_ok = k0 + cc * S::EPC < a.K;
-        const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8;
-        unsigned char *dA = sA + stage * S::A_STAGE + r0 * S::ROW + dst_chunk;
+        const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
 #pragma unroll
-        for (int i = 0; i < S::A_ITERS; i++) {
-            const bool ok = k_ok && a_src[i];
-            cp_async16(dA + i * (S::THREADS / 8) * S::ROW, ok ? a_src[i] + kbytes : Abase, ok ? 16 : 0);
+        for (int i = 0; i < A_ITERS; i++) {
+            const int64_t off = arow[r0 + i * STEP];
+            const bool ok = k_ok && off >= 0;
+            cp_async16(sA + dst + i * STEP * S::ROW, ok ? A + off + kbytes : A, ok ? 16 : 0);
         }
-        unsigned char *dB = sB + stage * S::B_STAGE + r0 * S::ROW + dst_chunk;
 #pragma unroll
-        for (int i = 0; i < S::B_ITERS; i++) {
-            const bool ok = k_ok && b_src[i];
-            cp_async16(dB + i * (S::THREADS / 8) * S::ROW, ok ? b_src[i] + kbytes : B, ok ? 16 : 0);
+        for (int i = 0; i < B_ITERS; i++) {
+            int n;
+            const bool ok = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) && k_ok;
+            cp_async16(sB + dst + i * STEP * S::ROW, ok ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 + kbytes : A,
+                       ok ? 16 : 0);
         }
-    };
+    }
+};
 
+/* The MMAs of one stage for warpgroup wg: KSTEPS wgmma, committed as one
+ * group. Descriptor addresses are in 16-byte units: a K step is +2. */
+template <class Cfg, class Acc>
+__device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, const unsigned char *sB, int wg)
+{
+    using S = sm90_shape<Cfg>;
+    const uint64_t da = sw128_desc(sA + wg * 64 * S::ROW), db = sw128_desc(sB);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < S::KSTEPS; kk++)
+        Cfg::mma(acc, da + 2 * kk, db + 2 * kk);
+    wgmma_commit();
+}
+
+/* PIPE 0 ("sync"): every thread copies and computes; a CTA barrier per
+ * tile; the copy of tile kt + STAGES - 2 is issued while the MMAs of tile
+ * kt run, and one MMA group stays in flight across the barrier (a buffer is
+ * rewritten only after the MMAs of two tiles back completed everywhere).
+ * PIPE 1 ("ws"): warp-specialized. Warpgroup 0 only copies, the others only
+ * compute; with two computing warpgroups (384 threads, 168 registers each at
+ * entry) setmaxnreg moves registers from the copiers (72) to the
+ * accumulators (216): 128 * 72 + 256 * 216 <= 64K; per stage a `full` mbarrier (the
+ * copying threads' cp.async completions) and an `empty` one (every
+ * computing thread, once its MMAs on the stage completed), so the copies
+ * run up to STAGES tiles ahead without CTA barriers. The block-scale modes
+ * wait for each tile's MMAs before folding its sums. */
+template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
+{
+    using S = sm90_shape<Cfg>;
+    using Q = typename S::Q;
+    using Acc = typename Q::Acc;
+    constexpr bool WS = Cfg::PIPE == 1;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    unsigned char *sA = smem;
+    unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + (S::PIPE_BYTES > S::EPI_BYTES ? S::PIPE_BYTES : S::EPI_BYTES));
+    uint64_t *empty = full + Cfg::STAGES;
+    int64_t *arow_table = reinterpret_cast<int64_t *>(empty + Cfg::STAGES);
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    tile_rows t;
+    int nb;
+    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+        return;
+
+    /* Computing threads: in "ws" every warpgroup but the first. */
+    const int ctid = WS ? tid - 128 : tid;
+    const int warp = ctid >> 5, wg = warp / 4;
     Acc acc[1][S::NT][4];
-    float facc[S::BLOCK ? 1 : 1][S::BLOCK ? S::NT : 1][4];
+    float facc[1][S::BLOCK ? S::NT : 1][4];
 #pragma unroll
     for (int j = 0; j < S::NT; j++)
 #pragma unroll
@@ -134,47 +204,97 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             if constexpr (S::BLOCK)
                 facc[0][j][q] = 0.f;
         }
-    block_scales<Cfg> bs;
-    if constexpr (S::BLOCK)
-        bs.init(a, t, nb, warp, 0, lane);
-
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+
+    if constexpr (!WS) {
+        sm90_loader<Cfg, S::CONSUMERS> ld;
+        ld.init(a, t, nb, tid, arow_table);
+        __syncthreads();
+        block_scales<Cfg> bs;
+        if constexpr (S::BLOCK)
+            bs.init(a, t, nb, warp, 0, lane);
 #pragma unroll
-    for (int s = 0; s < Cfg::STAGES - 2; s++) {
-        if (s < k_tiles)
-            load_stage(s, s);
-        cp_async_commit();
-    }
-    const uint64_t da0 = sw128_desc(sA + wg * 64 * S::ROW), db0 = sw128_desc(sB);
-    for (int kt = 0; kt < k_tiles; kt++) {
-        cp_async_wait<Cfg::STAGES - 3>();
-        fence_proxy_async();
-        __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
-        const int stage = kt % Cfg::STAGES;
-        /* Descriptor addresses are in 16-byte units. */
-        const uint64_t da = da0 + (uint64_t)(stage * S::A_STAGE >> 4);
-        const uint64_t db = db0 + (uint64_t)(stage * S::B_STAGE >> 4);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < S::KSTEPS; kk++)
-            Cfg::mma(acc, da + 2 * kk, db + 2 * kk);
-        wgmma_commit();
-        const int nk = kt + Cfg::STAGES - 2;
-        if (nk < k_tiles)
-            load_stage(nk % Cfg::STAGES, nk);
-        cp_async_commit();
-        if constexpr (S::BLOCK) {
-            /* BK is the whole 128-wide scale block: fold every tile. */
-            wgmma_wait<0>();
-            bs.fold(a, kt, acc, facc);
-        } else {
-            wgmma_wait<1>();
+        for (int s = 0; s < Cfg::STAGES - 2; s++) {
+            if (s < k_tiles)
+                ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, s);
+            cp_async_commit();
         }
+        for (int kt = 0; kt < k_tiles; kt++) {
+            cp_async_wait<Cfg::STAGES - 3>();
+            fence_proxy_async();
+            __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
+            const int stage = kt % Cfg::STAGES;
+            mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+            const int nk = kt + Cfg::STAGES - 2;
+            if (nk < k_tiles)
+                ld.load(a, sA + (nk % Cfg::STAGES) * S::A_STAGE, sB + (nk % Cfg::STAGES) * S::B_STAGE, nk);
+            cp_async_commit();
+            if constexpr (S::BLOCK) {
+                /* BK is the whole 128-wide scale block: fold every tile. */
+                wgmma_wait<0>();
+                bs.fold(a, kt, acc, facc);
+            } else {
+                wgmma_wait<1>();
+            }
+        }
+        wgmma_wait<0>();
+        cp_async_wait<0>();
+        __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
+        store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem);
+    } else {
+        if (tid == 0) {
+            for (int s = 0; s < Cfg::STAGES; s++) {
+                mbar_init(&full[s], 128);
+                mbar_init(&empty[s], S::CONSUMERS);
+            }
+        }
+        __syncthreads();
+        if (tid < 128) {
+            if constexpr (S::CONSUMERS > 128)
+                regs_shrink<72>();
+            sm90_loader<Cfg, 128> ld;
+            ld.init(a, t, nb, tid, arow_table);
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
+            for (int kt = 0; kt < k_tiles; kt++) {
+                const int stage = kt % Cfg::STAGES;
+                if (kt >= Cfg::STAGES)
+                    mbar_wait(&empty[stage], (kt / Cfg::STAGES - 1) & 1);
+                ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt);
+                mbar_arrive_cp_async(&full[stage]);
+            }
+            cp_async_wait<0>();
+        } else {
+            if constexpr (S::CONSUMERS > 128)
+                regs_grow<216>();
+            block_scales<Cfg> bs;
+            if constexpr (S::BLOCK)
+                bs.init(a, t, nb, warp, 0, lane);
+            for (int kt = 0; kt < k_tiles; kt++) {
+                const int stage = kt % Cfg::STAGES;
+                mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
+                fence_proxy_async();
+                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                if constexpr (S::BLOCK) {
+                    wgmma_wait<0>();
+                    mbar_arrive(&empty[stage]);
+                    bs.fold(a, kt, acc, facc);
+                } else {
+                    wgmma_wait<1>();
+                    if (kt > 0)
+                        mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
+                }
+            }
+            wgmma_wait<0>();
+            stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, reinterpret_cast<float *>(smem));
+        }
+        /* Every copy landed and every MMA finished before the computing
+         * threads staged their fragments over the pipeline buffers? The
+         * copies: each stage was waited on (full) by every computing thread
+         * before its last MMA. So only this barrier separates staging from
+         * writing. */
+        __syncthreads();
+        write_tile<Cfg>(a, t, nb, reinterpret_cast<const float *>(smem), tid, S::CONSUMERS + 128);
     }
-    wgmma_wait<0>();
-    cp_async_wait<0>();
-    __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
-    store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem);
 }
 
 } // namespace mt

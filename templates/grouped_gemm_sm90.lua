@@ -4,8 +4,10 @@
 -- grouped_gemm, so the tuner and the runtime treat both families alike (see
 -- mt_gemm_families). One warpgroup per 64 rows of the tile; operands staged
 -- in shared memory in the 128-byte swizzled layout the MMA reads, by cp.async
--- row copies (the standard format's gathered token rows need them) with a
--- STAGES-deep pipeline that keeps one MMA group in flight. Device code:
+-- row copies (the standard format's gathered token rows need them), STAGES
+-- deep, one MMA group in flight. PIPE: "sync" (every thread copies and
+-- computes, a CTA barrier per K tile) or "ws" (a copying warpgroup and
+-- computing warpgroups handing stages over on mbarriers). Device code:
 -- grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...) accumulator
 -- operands is written here, per tile width and operand type.
 
@@ -20,13 +22,17 @@ local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", 
 local function eight_bit(quant) return QUANT[quant] >= 1 end
 local function block_scaled(quant) return quant == "fp8-block" or quant == "int8-block" end
 
+local PIPE = { sync = 0, ws = 1 }
+
 local function shape(p)
   local s = {}
-  s.threads = p.BLOCK_M * 2                      -- 4 warps per 64 rows
+  -- 4 warps per 64 rows compute; "ws" adds a copying warpgroup.
+  s.threads = p.BLOCK_M * 2 + (p.PIPE == "ws" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
   local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
-  s.smem = math.max(pipeline, epilogue) + 1024   -- + alignment of the swizzled tiles
+  -- + alignment of the swizzled tiles + two mbarriers per stage + the A row table
+  s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 8 * p.BLOCK_M
   -- fp32 (or int32) accumulators per thread; block modes keep a second set.
   s.acc = p.BLOCK_N // 2 * (block_scaled(p.quant) and 2 or 1)
   return s
@@ -76,8 +82,11 @@ local defaults = {}
 for _, q in ipairs(QUANTS) do
   local bk = eight_bit(q) and 128 or 64
   for _, t in ipairs({
-      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 5, GROUP_M = 8 },
-      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8 } }) do
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "sync" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "sync" },
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 6, GROUP_M = 8, PIPE = "ws" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
+      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" } }) do
     local d = { quant = q, BLOCK_K = bk }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
@@ -98,6 +107,7 @@ return {
     { name = "BLOCK_K",  abbrev = "k", values = { 64, 128 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
     { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6 } },
+    { name = "PIPE",     abbrev = "p", values = { "sync", "ws" } },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -121,6 +131,7 @@ struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
+    static constexpr int PIPE = ${PIPE};
     static constexpr int WARPS_M = ${BM} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
@@ -130,6 +141,6 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const mt_gem
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
-      STAGES = p.STAGES, THREADS = s.threads, MMA = mma_wrapper(p) })
+      STAGES = p.STAGES, PIPE = PIPE[p.PIPE], THREADS = s.threads, MMA = mma_wrapper(p) })
   end,
 }
