@@ -285,14 +285,14 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 }
             }
             wgmma_wait<0>();
+            /* The fp32 tile overlays the pipeline buffers: no warpgroup may
+             * stage its fragments while another one's MMAs still read them.
+             * (Every copy has landed: each stage's full barrier was waited
+             * on before its MMAs.) */
+            asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
             stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, reinterpret_cast<float *>(smem));
         }
-        /* Every copy landed and every MMA finished before the computing
-         * threads staged their fragments over the pipeline buffers? The
-         * copies: each stage was waited on (full) by every computing thread
-         * before its last MMA. So only this barrier separates staging from
-         * writing. */
-        __syncthreads();
+        __syncthreads();   /* staged: every thread helps write */
         write_tile<Cfg>(a, t, nb, reinterpret_cast<const float *>(smem), tid, S::CONSUMERS + 128);
     }
 }
