@@ -18,5 +18,14 @@ cp build-gpu/tests/gpu_* .gpu/bin/ 2>/dev/null || true
 cp build-gpu/bench/bench_* build-gpu/examples/moetune_example .gpu/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .gpu/bin/
 strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
+# --- expert parallelism (issue 11): NCCL for gpu_ep / bench_ep ---
+# moetune dlopens libnccl.so.2 (common/nccl_loader.c): first from the
+# binaries' $ORIGIN rpath, then /usr/local/cuda/lib64 (the toolkit's copy on
+# the GPU machine). The library is ~210 MB, over the 64 MiB a device call
+# carries, so it is staged only when asked: MT_STAGE_NCCL=1.
+if [ "${MT_STAGE_NCCL:-0}" = 1 ] && [ -e /usr/local/cuda/lib64/libnccl.so.2 ]; then
+  cp -L /usr/local/cuda/lib64/libnccl.so.2 .gpu/bin/
+fi
+# --- end expert parallelism ---
 du -sh .gpu
 echo "gpu-prepare: staged in .gpu/ (carry it: carry=[\".gpu\"], command: scripts/gpu-run.sh)"
