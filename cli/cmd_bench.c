@@ -1,6 +1,7 @@
 /*
  * `moetune bench`: time the fused-MoE pipeline of one shape over an M sweep
- * against cuBLAS grouped GEMMs (needs a GPU).
+ * (tuned from a database, untuned default, best default variant) against
+ * cuBLAS grouped GEMMs (needs a GPU).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +18,33 @@ static void usage(FILE *f)
             MT_SHAPE_ARGS_HELP
             "  --M LIST          comma-separated token counts (default 1,32,256,4096)\n"
             "  --reps N          timed repetitions per point (default 30)\n"
+            "  --max-candidates N  per M and format, time only the untuned default and\n"
+            "                    the best-modelled other default variants, N in all\n"
+            "                    (default 0: every default variant)\n"
+            "  --pipeline-only   leave out the batched experts stage and cuBLAS (about\n"
+            "                    half the time; their JSON fields are null)\n"
+            "  --db FILE         also time the tuned pipeline libmoetune would take from\n"
+            "                    this database (this GPU's entry at the nearest M, checked\n"
+            "                    once against the CPU reference); no entry: the column is\n"
+            "                    empty\n"
             "  --json FILE       also write one JSON line per M\n"
             "  --svg FILE        also write a chart (time and roofline fraction against M)\n\n"
-            "Times, per M, the whole standard-format pipeline with every default kernel\n"
-            "variant (default and best), the batched experts stage alone, and cuBLAS\n"
-            "grouped GEMMs around the same activation on the same data. Each point is\n"
-            "a CUDA-graph replay after an L2 flush; the median is printed.\n");
+            "Times, per M, the whole standard-format pipeline: tuned (with --db), the\n"
+            "untuned default and the best of the default kernel variants; then the\n"
+            "batched experts stage alone and cuBLAS grouped GEMMs around the same\n"
+            "activation on the same data. Each point is a CUDA-graph replay after an\n"
+            "L2 flush; the median is printed.\n");
 }
 
 int mt_cmd_bench(int argc, char **argv)
 {
     mt_shape_args sa;
     mt_shape_args_init(&sa);
-    const char *json = NULL, *svg = NULL;
+    const char *json = NULL, *svg = NULL, *db = NULL;
     int64_t Ms[64] = {1, 32, 256, 4096};
     int nM = 4;
-    int64_t reps = 30;
+    int64_t reps = 30, max_candidates = 0;
+    int pipeline_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -42,6 +54,10 @@ int mt_cmd_bench(int argc, char **argv)
         if (!strcmp(a, "--list-presets")) {
             mt_print_presets();
             return MT_EXIT_OK;
+        }
+        if (!strcmp(a, "--pipeline-only")) {   /* the one option without a value */
+            pipeline_only = 1;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "moetune bench: %s needs a value\n", a);
@@ -57,6 +73,10 @@ int mt_cmd_bench(int argc, char **argv)
             ok = mt_arg_int_list(v, 1, 1 << 20, Ms, 64, &nM);
         else if (!strcmp(a, "--reps"))
             ok = mt_arg_int(v, 1, 10000, &reps);
+        else if (!strcmp(a, "--max-candidates"))
+            ok = mt_arg_int(v, 0, 1000, &max_candidates);
+        else if (!strcmp(a, "--db"))
+            db = v;
         else if (!strcmp(a, "--json"))
             json = v;
         else if (!strcmp(a, "--svg"))
@@ -73,7 +93,8 @@ int mt_cmd_bench(int argc, char **argv)
     if (!mt_shape_args_finish(&sa, "bench"))
         return MT_EXIT_USAGE;
     mt_bench_opts o = {.shape = sa.shape, .label = sa.label, .Ms = Ms, .nM = nM,
-                       .reps = (int)reps, .warmup = 3};
+                       .reps = (int)reps, .warmup = 3, .max_candidates = (int)max_candidates,
+                       .pipeline_only = pipeline_only, .db_path = db};
     if (json && !(o.json = fopen(json, "w"))) {
         fprintf(stderr, "moetune bench: cannot write %s\n", json);
         return MT_EXIT_FAIL;

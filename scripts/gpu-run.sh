@@ -28,16 +28,24 @@ if [ "${MT_SKIP_TESTS:-0}" != 1 ] && [ -z "${MT_TESTS:-}" ]; then
   .gpu/bin/bench_host_overhead 20000 2>&1 | tee "$out/host_overhead.txt" | tail -3
   .gpu/bin/moetune_example 2>&1 | tail -5
 fi
-# The SASS of the generated GEMMs must show tensor-core instructions.
-if command -v cuobjdump >/dev/null && [ -z "${MT_TESTS:-}" ] && [ "${MT_SKIP_TESTS:-0}" != 1 ]; then
+# The SASS of the generated GEMMs must show tensor-core instructions:
+# HMMA (mma.sync) in grouped_gemm, HGMMA/QGMMA (wgmma) in grouped_gemm_sm90,
+# and no local memory.
+if command -v cuobjdump >/dev/null && { [ "${MT_SASS:-0}" = 1 ] || { [ -z "${MT_TESTS:-}" ] && [ "${MT_SKIP_TESTS:-0}" != 1 ]; }; }; then
   rm -rf /tmp/mt-cubins
-  if .gpu/bin/moetune gen compile --defaults --family grouped_gemm --quant none --arch sm_90a -o /tmp/mt-cubins >/dev/null; then
-    for c in /tmp/mt-cubins/*/*.cubin; do
-      printf '%s HMMA=%s LDSM=%s LDGSTS=%s local(LDL+STL)=%s\n' "$(basename "$c")" \
-        "$(cuobjdump -sass "$c" | grep -c HMMA)" "$(cuobjdump -sass "$c" | grep -c LDSM)" \
-        "$(cuobjdump -sass "$c" | grep -c LDGSTS)" "$(cuobjdump -sass "$c" | grep -cE ' (LDL|STL)')"
-    done | tee "$out/sass.txt" | head -6
-  fi
+  for fam in grouped_gemm grouped_gemm_sm90; do
+    for q in none fp8-block; do
+      .gpu/bin/moetune gen compile --defaults --family $fam --quant $q --dtype bf16 --arch sm_90a \
+        -o /tmp/mt-cubins/$fam-$q >/dev/null || rc=1
+    done
+  done
+  for c in /tmp/mt-cubins/*/*/*.cubin; do
+    s=$(cuobjdump -sass "$c")
+    printf '%s HMMA=%s HGMMA=%s QGMMA=%s LDSM=%s LDGSTS=%s local(LDL+STL)=%s\n' "$(basename "$c" .cubin)" \
+      "$(grep -c HMMA <<<"$s")" "$(grep -c HGMMA <<<"$s")" "$(grep -c QGMMA <<<"$s")" \
+      "$(grep -c LDSM <<<"$s")" "$(grep -c LDGSTS <<<"$s")" "$(grep -cE ' (LDL|STL)' <<<"$s")"
+  done >"$out/sass.txt"
+  grep -E "m128_n128" "$out/sass.txt" | grep -E "standard_silu|standard_store" | head -8
 fi
 if [ "$#" -gt 0 ]; then
   "$@" 2>&1 | tee "$out/bench.log"

@@ -1,23 +1,76 @@
 #!/usr/bin/env bash
 # Run on the GPU machine after gpu-prepare.sh: compute-sanitizer's memcheck,
 # racecheck, synccheck and initcheck over every default kernel variant of
-# every family used by the bf16/fp16 pipeline (gpu_moe on its small shapes:
-# align, grouped_gemm in all default tiles and epilogues, act_and_mul,
-# moe_reduce) and over the runtime's compositions (moe_dispatch, cuBLAS).
+# every family, on small shapes:
+#   gpu_moe     (MT_GPU_MOE_SMALL=1): moe_align, grouped_gemm quant=none in all
+#               default tiles and epilogues, act_and_mul, moe_reduce;
+#   gpu_quant   (MT_GPU_QUANT_SMALL=1): grouped_gemm in every quant mode (all
+#               default tiles and epilogues), every act_quant variant;
+#   gpu_runtime (MT_GPU_RUNTIME_SMALL=1): the runtime's compositions through
+#               the public API: moe_dispatch (batched prepare), the cuBLAS
+#               experts, graph capture, threads.
+# Logs: $OUT/sanitize-TOOL-PROGRAM.log; a summary table at the end.
+#
+# Time: each run gets min(its program's limit, what is left of the total
+# budget MT_SANITIZE_BUDGET, default 360 s); a run that does not fit is
+# reported "not run" and fails the script. Limits per program:
+# MT_SANITIZE_TIMEOUT_<PROGRAM> (seconds). MT_SANITIZE_TOOLS and
+# MT_SANITIZE_PROGRAMS pick a subset.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out="${OUT:-/tmp/mt-out}"
 mkdir -p "$out"
-export MT_TEMPLATE_DIR="$PWD/templates" MT_CACHE_DIR=/tmp/mt-cache MT_GPU_MOE_SMALL=1
+export MT_TEMPLATE_DIR="$PWD/templates" MT_CACHE_DIR=/tmp/mt-cache
+export MT_GPU_MOE_SMALL=1 MT_GPU_QUANT_SMALL=1 MT_GPU_RUNTIME_SMALL=1
 export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
+# racecheck last: the slowest, so a tight budget cuts only it.
+tools=${MT_SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}
+programs=${MT_SANITIZE_PROGRAMS:-gpu_moe gpu_quant gpu_runtime}
+budget=${MT_SANITIZE_BUDGET:-360}
+limit_of() {   # racecheck is the slow one; these fit it with room
+  case $1 in
+    gpu_moe) echo "${MT_SANITIZE_TIMEOUT_GPU_MOE:-120}" ;;
+    gpu_quant) echo "${MT_SANITIZE_TIMEOUT_GPU_QUANT:-180}" ;;
+    gpu_runtime) echo "${MT_SANITIZE_TIMEOUT_GPU_RUNTIME:-120}" ;;
+    *) echo 120 ;;
+  esac
+}
+t_start=$(date +%s)
 rc=0
-for tool in ${MT_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-  start=$(date +%s)
-  timeout "${MT_SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    .gpu/bin/gpu_moe >"$out/sanitize-$tool.log" 2>&1
-  r=$?
-  echo "== compute-sanitizer $tool gpu_moe (small): exit $r in $(( $(date +%s) - start )) s"
-  grep -E "ERROR SUMMARY|matrix:|Target application returned" "$out/sanitize-$tool.log" | tail -3
-  [ $r = 0 ] || rc=1
+summary=()
+for tool in $tools; do
+  for prog in $programs; do
+    log="$out/sanitize-$tool-$prog.log"
+    left=$(( budget - ($(date +%s) - t_start) ))
+    lim=$(limit_of "$prog")
+    [ "$left" -lt "$lim" ] && lim=$left
+    if [ "$lim" -lt 10 ]; then
+      summary+=("$(printf '%-10s %-12s %-8s %5s  %s' "$tool" "$prog" "not run" "-" "total budget ${budget} s spent")")
+      rc=1
+      continue
+    fi
+    start=$(date +%s)
+    timeout "$lim" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      ".gpu/bin/$prog" >"$log" 2>&1
+    r=$?
+    secs=$(( $(date +%s) - start ))
+    case $r in
+      0) verdict=clean ;;
+      9) verdict=ERRORS ;;
+      124) verdict="TIMEOUT" ;;
+      *) verdict="exit $r" ;;
+    esac
+    # compute-sanitizer's own summary line and the test's count of checks.
+    san=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -1 | sed 's/^=* *//')
+    checks=$(grep -E "^matrix: |^gpu_runtime: [0-9]+ checks, " "$log" | tail -1)
+    echo "== compute-sanitizer $tool $prog: $verdict in $secs s (limit $lim s)"
+    summary+=("$(printf '%-10s %-12s %-8s %5s  %s | %s' "$tool" "$prog" "$verdict" "$secs" \
+      "${san:-no sanitizer summary}" "${checks:-no test summary}")")
+    [ $r = 0 ] || rc=1
+  done
 done
+echo
+echo "== compute-sanitizer summary (small shapes; $(( $(date +%s) - t_start )) s of ${budget} s; logs in $out)"
+printf '%-10s %-12s %-8s %5s  %s\n' tool program result secs "sanitizer summary | test summary"
+printf '%s\n' "${summary[@]}" | tee "$out/sanitize-summary.txt"
 exit $rc

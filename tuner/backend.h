@@ -63,7 +63,11 @@ struct mt_tune_backend {
 /* The GPU backend on device `ordinal` (opens the driver and the generator).
  * Env MT_TUNE_INJECT_FAULT=<substring> makes a candidate whose gemm1 name
  * contains it fault on the GPU (an unmapped input address), to prove on
- * real hardware that a faulting kernel is isolated, recorded, survived. */
+ * real hardware that a faulting kernel is isolated, recorded, survived.
+ * Env MT_TUNE_INJECT_HANG=<substring> launches an endless kernel on the
+ * timing stream ahead of a candidate whose gemm1 name contains it, so that
+ * its check hangs until the supervisor's per-candidate timeout kills the
+ * worker (docs/RELIABILITY.md). */
 mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char *msg,
                               size_t msg_size);
 /* The fake backend for `device`. Env MT_FAKE_FAULT=<substring> makes

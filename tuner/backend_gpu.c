@@ -3,6 +3,10 @@
  * generator's cache, checks each composed pipeline against the CPU oracle
  * on a sample of tokens (output poisoned first), and times it with
  * tuner/timing (graph replay, L2 flush, median).
+ *
+ * Two test hooks, read once at creation, prove on real hardware that the
+ * supervisor (tuner/tune.c) isolates bad kernels: MT_TUNE_INJECT_FAULT and
+ * MT_TUNE_INJECT_HANG (see mt_tune_backend_gpu; docs/RELIABILITY.md).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tuner/backend.h"
@@ -14,15 +18,13 @@
 #include "common/cuda_driver.h"
 #include "common/util.h"
 #include "moetune/gen.h"
-#include "moetune/oracle.h"
 #include "runtime/rt_internal.h"
 #include "tuner/cublas_baseline.h"
 #include "tuner/harness.h"
 #include "tuner/kernel_set.h"
+#include "tuner/plan_check.h"
 #include "tuner/select.h"
 #include "tuner/timing.h"
-
-#define SAMPLE_TOKENS 32
 
 typedef struct gpu_backend {
     mt_gpu gpu;
@@ -30,17 +32,18 @@ typedef struct gpu_backend {
     mt_kernel_set set;
     mt_timer timer;
     char inject_fault[128];  /* env MT_TUNE_INJECT_FAULT: see mt_tune_backend_gpu */
+    char inject_hang[128];   /* env MT_TUNE_INJECT_HANG: see mt_tune_backend_gpu */
+    CUmodule spin_mod;       /* the endless kernel of the hang hook */
+    CUfunction spin;
+    CUdeviceptr spin_flag;   /* the flag it waits for: 0, never set */
     mt_variant *all;         /* every valid GEMM variant of the problem */
     size_t nall;
     /* the open item */
     int open;
     mt_problem_data d, dcub;
     int have_dcub;
-    int64_t tokens[SAMPLE_TOKENS];
-    int64_t ntokens;
-    float *ref;
-    void *got;
-    CUdeviceptr ws, comb;
+    mt_plan_ref ref;         /* the oracle's sampled rows (tuner/plan_check.h) */
+    CUdeviceptr ws;
     size_t ws_size;
 } gpu_backend;
 
@@ -82,9 +85,38 @@ static mt_status gpu_gemm_variants(void *self, const mt_problem *p, int defaults
     const char *kv[] = {"dtype", mt_dtype_name(p->dtype), "quant",
                         mt_quant_mode_name(p->quant.mode), "format",
                         mt_act_format_name(p->format)};
-    mt_status st = enumerate(b, "grouped_gemm", kv, 3, defaults_only, out, n, msg, msg_size);
-    if (st || defaults_only)
-        return st;
+    /* Every GEMM family's variants for the problem, one list; a family
+     * with none here (wgmma below sm_90a, weight-only on wgmma) is skipped. */
+    *out = NULL;
+    *n = 0;
+    for (int f = 0; mt_gemm_families[f]; f++) {
+        mt_variant *v = NULL;
+        size_t nv = 0;
+        mt_status st = enumerate(b, mt_gemm_families[f], kv, 3, defaults_only, &v, &nv, msg, msg_size);
+        if (st == MT_ERR_UNSUPPORTED)
+            continue;
+        mt_variant *all = st ? NULL : realloc(*out, (*n + nv) * sizeof *all);
+        if (all) {
+            memcpy(all + *n, v, nv * sizeof *all);
+            *out = all;
+            *n += nv;
+        } else if (!st) {
+            st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+        }
+        free(v);
+        if (st) {
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            return st;
+        }
+    }
+    if (*n == 0)
+        return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED, "no GEMM variant for %s %s on %s",
+                       mt_quant_mode_name(p->quant.mode), mt_dtype_name(p->dtype),
+                       mt_gpu_arch(&b->gpu));
+    if (defaults_only)
+        return MT_OK;
     /* Keep the full list: plans look up GEMM2 siblings in it. */
     free(b->all);
     b->nall = 0;
@@ -131,14 +163,9 @@ static void gpu_close_item(void *self)
         mt_problem_data_free(&b->dcub);
     if (b->ws)
         mt_cu.cuMemFree(b->ws);
-    if (b->comb)
-        mt_cu.cuMemFree(b->comb);
-    free(b->ref);
-    free(b->got);
-    b->ws = b->comb = 0;
+    mt_plan_ref_free(&b->ref);
+    b->ws = 0;
     b->ws_size = 0;
-    b->ref = NULL;
-    b->got = NULL;
     b->have_dcub = 0;
     b->open = 0;
 }
@@ -157,23 +184,7 @@ static mt_status gpu_open_item(void *self, const mt_problem *p, const char *rout
     if ((st = mt_problem_data_make(&b->d, p, r, (uint64_t)p->M, 1, msg, msg_size)))
         return st;
     b->open = 1;
-    const mt_problem *q = &b->d.p;
-    b->ntokens = q->M < SAMPLE_TOKENS ? q->M : SAMPLE_TOKENS;
-    for (int64_t i = 0; i < b->ntokens; i++)
-        b->tokens[i] = b->ntokens > 1 ? i * (q->M - 1) / (b->ntokens - 1) : 0;
-    const size_t es = mt_dtype_size(q->dtype);
-    b->ref = calloc((size_t)(q->M * q->K), sizeof(float));
-    b->got = malloc((size_t)(q->M * q->K) * es + 16);
-    if (!b->ref || !b->got)
-        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-    if ((st = mt_oracle_fused_moe(q, &b->d.h_std, b->tokens, b->ntokens, b->ref, msg, msg_size)))
-        return st;
-    if (q->format == MT_FORMAT_BATCHED) {
-        CUresult cr = mt_cu.cuMemAlloc(&b->comb, (size_t)(q->M * q->K) * es + 16);
-        if (cr != CUDA_SUCCESS)
-            return mt_cu_fail(cr, "cuMemAlloc", __FILE__, __LINE__, msg, msg_size);
-    }
-    return MT_OK;
+    return mt_plan_ref_make(&b->ref, &b->d, msg, msg_size);
 }
 
 /* gemm1's plan from the set (its GEMM2 sibling, align, act, quant, reduce),
@@ -228,13 +239,25 @@ static mt_status enqueue(void *ctx, CUstream stream, char *msg, size_t msg_size)
                       msg_size);
 }
 
+/* Hang injection: an endless kernel ahead of the candidate on the same
+ * stream, so the check never returns and only the supervisor's
+ * per-candidate timeout ends it (by killing this process). */
+static mt_status launch_spin(void *ctx, CUstream stream, char *msg, size_t msg_size)
+{
+    gpu_backend *b = ctx;
+    mt_status st = MT_OK;
+    void *args[] = {&b->spin_flag};
+    MT_CU_TRY(mt_cu.cuLaunchKernel(b->spin, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL), msg,
+              msg_size);
+fail:
+    return st;
+}
+
 static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant *g2,
                              mt_measure *out, char *msg, size_t msg_size)
 {
     gpu_backend *b = self;
     const mt_problem *p = &b->d.p;
-    const size_t es = mt_dtype_size(p->dtype);
-    const int batched = p->format == MT_FORMAT_BATCHED;
     mt_moe_plan plan;
     memset(out, 0, sizeof *out);
     mt_status st = make_plan(b, g1, g2, &plan, msg, msg_size);
@@ -258,34 +281,15 @@ static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant 
     mt_moe_tensors dt = b->d.d;
     if (b->inject_fault[0] && strstr(g1->name, b->inject_fault))
         dt.hidden = (const void *)(uintptr_t)0x10000;
-    /* Check: poisoned output (NaN bytes), one run, compare with the oracle. */
-    size_t out_bytes = (size_t)((batched ? p->local_E * p->max_tokens : p->M) * p->K) * es;
-    MT_CU_TRY(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)b->d.d.out, 0xFF, out_bytes), msg, msg_size);
-    if ((st = mt_moe_run(&plan, p, &dt, b->ws, b->ws_size, b->timer.stream, msg, msg_size)))
+    /* Check (poisoned output, one run, the oracle's rows), the hang hook
+     * enqueued ahead of the candidate. */
+    if ((st = mt_plan_check(&b->ref, &plan, &b->d, &dt, b->ws, b->ws_size, b->timer.stream,
+                            b->spin && strstr(g1->name, b->inject_hang) ? launch_spin : NULL, b,
+                            out, msg, msg_size)))
         return st;
-    CUdeviceptr result = (CUdeviceptr)(uintptr_t)b->d.d.out;
-    if (batched) {
-        MT_CU_TRY(mt_cu.cuMemsetD8(b->comb, 0xFF, (size_t)(p->M * p->K) * es), msg, msg_size);
-        if ((st = mt_moe_combine(&plan, p, result, b->d.d_slot_row,
-                                 p->apply_router_weight_on_input
-                                     ? 0 : (CUdeviceptr)(uintptr_t)b->d.d.topk_weights,
-                                 b->comb, b->timer.stream, msg, msg_size)))
-            return st;
-        result = b->comb;
-    }
-    MT_CU_TRY(mt_cu.cuStreamSynchronize(b->timer.stream), msg, msg_size);
-    if (!batched && (st = mt_moe_read_error(b->ws, p, msg, msg_size)))
-        return st;
-    MT_CU_TRY(mt_cu.cuMemcpyDtoH(b->got, result, (size_t)(p->M * p->K) * es), msg, msg_size);
-    int64_t nans = 0;
-    out->rel_err = mt_rel_l2(b->got, p->dtype, b->ref, b->tokens, b->ntokens, p->K, &nans);
-    const double tol = p->dtype == MT_DTYPE_BF16 ? 1e-2 : 5e-3;
-    if (nans || !(out->rel_err < tol)) {
-        snprintf(out->reason, sizeof out->reason,
-                 "wrong result: rel_l2 %.3g (tolerance %.0e), %lld non-finite", out->rel_err, tol,
-                 (long long)nans);
+    if (!out->ok)
         return MT_OK;
-    }
+    out->ok = 0;   /* set again once timed */
     run_ctx c = {b, &plan};
     mt_timing t;
     if ((st = mt_time(&b->timer, enqueue, &c, &t, msg, msg_size)))
@@ -364,10 +368,44 @@ static mt_status gpu_kernel(void *self, const mt_variant *v, mt_db_kernel *out, 
     return st;
 }
 
+/* The endless kernel of MT_TUNE_INJECT_HANG: one thread polling a flag
+ * that nothing sets (volatile: every iteration reads memory, so the
+ * compiler cannot prove the loop endless and drop it). */
+static const char spin_source[] =
+    "extern \"C\" __global__ void mt_spin_forever(const volatile int *flag)\n"
+    "{\n"
+    "    while (*flag == 0) {\n"
+    "    }\n"
+    "}\n";
+
+static mt_status load_spin_kernel(gpu_backend *b, char *msg, size_t msg_size)
+{
+    void *image = NULL;
+    size_t len = 0;
+    mt_status st = mt_rt_nvrtc_compile(spin_source, "mt_spin_forever", mt_gpu_arch(&b->gpu),
+                                       &image, &len, msg, msg_size);
+    if (st)
+        return st;
+    MT_CU_TRY(mt_cu.cuModuleLoadData(&b->spin_mod, image), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuModuleGetFunction(&b->spin, b->spin_mod, "mt_spin_forever"), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuMemAlloc(&b->spin_flag, sizeof(int)), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuMemsetD8(b->spin_flag, 0, sizeof(int)), msg, msg_size);
+    free(image);
+    return MT_OK;
+fail:
+    free(image);
+    b->spin = NULL;   /* not armed */
+    return st;
+}
+
 static void gpu_destroy(void *self)
 {
     gpu_backend *b = self;
     gpu_close_item(b);
+    if (b->spin_flag)
+        mt_cu.cuMemFree(b->spin_flag);
+    if (b->spin_mod)
+        mt_cu.cuModuleUnload(b->spin_mod);
     free(b->all);
     mt_timer_free(&b->timer);
     mt_kernel_set_free(&b->set);
@@ -390,6 +428,14 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
     const char *inject = getenv("MT_TUNE_INJECT_FAULT");   /* read once, here */
     if (inject)
         mt_strlcpy(b->inject_fault, inject, sizeof b->inject_fault);
+    inject = getenv("MT_TUNE_INJECT_HANG");
+    if (inject && *inject) {
+        mt_strlcpy(b->inject_hang, inject, sizeof b->inject_hang);
+        if ((st = load_spin_kernel(b, msg, msg_size))) {
+            gpu_destroy(b);
+            return st;
+        }
+    }
     mt_gen_config cfg = {0};
     if ((st = mt_gen_open(&cfg, &b->gen))) {
         mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));

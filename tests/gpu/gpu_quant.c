@@ -9,7 +9,9 @@
  * workspace poisoned (NaN bytes) before each run. Tolerances (issue 5):
  * relative L2 < 3e-2 for w8a8, < 1e-2 for weight-only; no NaN.
  *
- * MT_GPU_QUANT_QUICK=1 mm_runs a reduced matrix. Skipped (77) without a GPU.
+ * MT_GPU_QUANT_QUICK=1 mm_runs a reduced matrix; MT_GPU_QUANT_SMALL=1 only
+ * small shapes that still reach every default kernel (for compute-sanitizer).
+ * Skipped (77) without a GPU.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tests/support.h"
@@ -39,12 +41,68 @@ static int setup(void **state)
 
 static int fp8_mode(mt_quant_mode q) { return mt_quant_act_dtype(q) == MT_DTYPE_FP8_E4M3; }
 
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && atoi(v);
+}
+
+/* MT_GPU_QUANT_SMALL=1: per quant mode, the 8 combinations of dtype x format
+ * x activation, because mm_run_case runs the store and the activation
+ * epilogue of every default tile of the case's (dtype, quant, format): so
+ * every default grouped_gemm variant runs, and with the unfused and fused
+ * GEMM1 every act_quant variant (act none/silu/gelu, both dtypes) of every
+ * w8a8 mode. Small shapes (M <= 64, K and N <= 320, partial 128-blocks
+ * included) keep compute-sanitizer's runs short. Static per-tensor scales,
+ * zero points, group sizes, expert_map and weight placement vary along. */
+static void small_matrix(int sm)
+{
+    static const struct { int64_t M, E, topk, K, N; } shapes[] = {
+        {33, 8, 2, 256, 128}, {64, 16, 4, 320, 192}, {7, 1, 1, 128, 64}, {1, 8, 2, 256, 128},
+    };
+    static const int groups[] = {32, 64, 128};
+    int idx = 0;
+    for (int q = 1; q < MT_QUANT_COUNT_; q++) {
+        const mt_quant_mode qm = (mt_quant_mode)q;
+        if (fp8_mode(qm) && sm > 0 && sm < 89) {
+            printf("SKIP %s: no fp8 tensor cores on %s\n", mt_quant_mode_name(qm), mt_gpu_arch(&mm_gpu));
+            continue;
+        }
+        const int wonly = mt_quant_is_weight_only(qm);
+        const int tensor = mt_quant_granularity(qm) == MT_GRAN_TENSOR;
+        for (int combo = 0; combo < 8; combo++, idx++) {
+            const size_t s = (size_t)(idx % 4);
+            /* on for half the cases of each dtype and each format */
+            const int alt = (combo ^ (combo >> 1)) & 1;
+            int group = wonly ? groups[idx % 3] : 0;
+            while (group && (shapes[s].K % group || shapes[s].N % group))
+                group /= 2;
+            qcase c = {shapes[s].M, shapes[s].E, shapes[s].topk, shapes[s].K, shapes[s].N, qm,
+                       group, wonly && alt, tensor && alt,
+                       combo & 1 ? MT_DTYPE_FP16 : MT_DTYPE_BF16,
+                       combo & 2 ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD,
+                       combo & 4 ? MT_ACT_GELU : MT_ACT_SILU, idx % 3 == 1, idx % 5 == 2,
+                       MT_ROUTING_UNIFORM};
+            mm_run_case(&c, 900u + (uint64_t)idx);
+        }
+    }
+}
+
 static void test_matrix(void **state)
 {
     (void)state;
-    const int quick = getenv("MT_GPU_QUANT_QUICK") && atoi(getenv("MT_GPU_QUANT_QUICK"));
+    const int quick = env_flag("MT_GPU_QUANT_QUICK");
     int sm = 0;
     sscanf(mt_gpu_arch(&mm_gpu), "sm_%d", &sm);
+    double t0 = mt_now();
+    if (env_flag("MT_GPU_QUANT_SMALL")) {
+        small_matrix(sm);
+        printf("matrix: %d checks, %d failed, %.1f s (small)\n", mm_runs, mm_failures,
+               mt_now() - t0);
+        assert_true(mm_runs > 0);
+        assert_int_equal(mm_failures, 0);
+        return;
+    }
     /* Shapes: small, partial 128-blocks along K and N (K=320, N=192), a
      * Qwen3-30B-A3B-like expert (K=2048, N=768) at decode and prefill, the
      * bf16 matrix's E=256 pair and its largest M. */
@@ -55,7 +113,6 @@ static void test_matrix(void **state)
     };
     static const int groups[] = {32, 64, 128};
     int idx = 0;
-    double t0 = mt_now();
     for (int q = 1; q < MT_QUANT_COUNT_; q++) {
         const mt_quant_mode qm = (mt_quant_mode)q;
         if (fp8_mode(qm) && sm > 0 && sm < 89) {

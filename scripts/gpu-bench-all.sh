@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Run on the GPU machine after gpu-prepare.sh (like gpu-sanitize.sh): the
+# five problems of the peer table (bench/peer-h200.csv, from targets.md) at
+# its ten values of M through `moetune bench`, then scripts/perf-table.py's
+# comparison with the peer. Into $OUT: bench-PROBLEM.{json,svg,log} and
+# perf-table.md.
+#
+# Time: each problem gets min(its limit, what is left of MT_BENCH_BUDGET,
+# default 450 s); bench flushes a JSON line per M, so a problem cut short
+# still shows its finished points. MT_BENCH_REPS (default 20),
+# MT_BENCH_MAX_CANDIDATES (default 8: untuned default + best-modelled
+# others per M; 0 = every default variant) and MT_BENCH_EXPERTS=1 (also the
+# batched experts stage and cuBLAS: about twice the time) trade time for
+# detail. MT_BENCH_PROBLEMS picks a subset by name. With a tuned database
+# (MT_BENCH_DB, default db/tuned/nvidia-h200.db) present, bench also times
+# the tuned pipeline (--db) and perf-table.py reports it.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+out="${OUT:-/tmp/mt-out}"
+mkdir -p "$out"
+export MT_TEMPLATE_DIR="$PWD/templates" MT_CACHE_DIR=/tmp/mt-cache
+export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
+Ms=1,8,32,64,128,256,512,1024,2048,4096
+budget=${MT_BENCH_BUDGET:-450}
+opts=(--M "$Ms" --reps "${MT_BENCH_REPS:-20}" --max-candidates "${MT_BENCH_MAX_CANDIDATES:-8}")
+[ "${MT_BENCH_EXPERTS:-0}" = 1 ] || opts+=(--pipeline-only)
+tuned_db="${MT_BENCH_DB:-db/tuned/nvidia-h200.db}"
+if [ -f "$tuned_db" ]; then
+  opts+=(--db "$tuned_db")
+  echo "== bench: tuned database $tuned_db"
+else
+  echo "== bench: no tuned database at $tuned_db: untuned and best-default columns only"
+fi
+# name | limit s | bench shape options (names as in bench/peer-h200.csv)
+problems=(
+  "qwen3-30b-a3b|80|--preset qwen3-30b-a3b"
+  "dsv2-lite|80|--preset dsv2-lite"
+  "mixtral-8x7b|120|--preset mixtral-8x7b"
+  "qwen3-30b-a3b-fp8|80|--preset qwen3-30b-a3b --quant fp8-block"
+  "dsv3-tp8-fp8|120|--preset dsv3 --tp 8 --quant fp8-block"
+)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+t_start=$(date +%s)
+rc=0
+for spec in "${problems[@]}"; do
+  IFS='|' read -r name lim shape <<<"$spec"
+  [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
+  left=$(( budget - ($(date +%s) - t_start) ))
+  [ "$left" -lt "$lim" ] && lim=$left
+  if [ "$lim" -lt 10 ]; then
+    echo "== bench $name: not run (total budget ${budget} s spent)"
+    rc=1
+    continue
+  fi
+  start=$(date +%s)
+  # shellcheck disable=SC2086 # $shape is a list of options
+  timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
+    --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
+  r=$?
+  echo "== bench $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s), $(grep -c . "$out/bench-$name.json" 2>/dev/null || echo 0) of 10 points"
+  [ $r = 0 ] || { rc=1; tail -3 "$out/bench-$name.log"; }
+done
+echo "== benches: $(( $(date +%s) - t_start )) s of ${budget} s"
+jsons=("$out"/bench-*.json)
+if command -v python3 >/dev/null && [ -e "${jsons[0]}" ]; then
+  python3 scripts/perf-table.py "${jsons[@]}" | tee "$out/perf-table.md" || rc=1
+else
+  echo "perf-table: no python3 or no results here; run scripts/perf-table.py on the fetched $out/bench-*.json"
+fi
+exit $rc

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Markdown performance tables: `moetune bench --json` results against the
+peer figures of bench/peer-h200.csv (vLLM's Triton fused MoE on the H200).
+
+    scripts/perf-table.py [--peer CSV] BENCH.json [BENCH.json ...]
+
+Each JSON file holds one object per line, one per M (tuner/bench.h lists the
+fields). Rows are mapped to the peer table's problem names by preset label
+and quant mode (problem_of). Per problem: M, moetune us, from (tuned or
+best), untuned default us, peer us, speed vs peer (peer / moetune: above 1 is
+faster), roofline us, roofline fraction (roofline / moetune), spread of the
+repetitions; then, per
+problem and over all, the geometric means of the speed vs peer and of the
+roofline fraction and the number of points at >= 0.97x the peer (issue 8's
+targets: every point >= 0.97x, geomean speed-up >= 1.3x, geomean roofline
+fraction >= 0.85).
+
+"moetune us" is `tuned_us` when the JSON has it (bench --db: the pipeline
+libmoetune takes from the tuned database), else `best_us` (the fastest
+default-set pipeline bench timed); the "from" column says which ("tuned" or
+"best") and the spread is that measurement's (tuned_min_us/tuned_max_us or
+best_min_us/best_max_us). The roofline is the peer table's (same
+definition and routing statistics as the peer's figures) where it has the
+point, else the bench's own `roofline_us`.
+
+Python 3 standard library only.
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+
+TARGET_POINT = 0.97   # every point at least this fraction of the peer's speed
+
+# (preset label, quant, N) -> problem name of the peer table; N tells the
+# tensor-parallel shard (DeepSeek-V3's N=2048 at TP8 is 256).
+_QUANT_PROBLEMS = {
+    ("qwen3-30b-a3b", "fp8-block", 768): "qwen3-30b-a3b-fp8",
+    ("dsv3", "fp8-block", 256): "dsv3-tp8-fp8",
+}
+# Presets whose default quant is not none (bench JSON before the "quant"
+# field was written did not say).
+_PRESET_QUANT = {"dsv3": "fp8-block"}
+
+
+def problem_of(row):
+    """The peer table's problem name for one bench JSON row."""
+    label = row.get("label", "custom")
+    quant = row.get("quant") or _PRESET_QUANT.get(label, "none")
+    if quant == "none":
+        return label
+    return _QUANT_PROBLEMS.get((label, quant, row.get("N")), "%s-%s" % (label, quant))
+
+
+def load_peer(path):
+    """{(problem, M): {column: value}} from the peer CSV ('#' lines are comments)."""
+    with open(path, newline="") as f:
+        lines = [l for l in f if l.strip() and not l.lstrip().startswith("#")]
+    peer = {}
+    for r in csv.DictReader(lines):
+        rec = {"problem": r["problem"], "M": int(r["M"]), "bound": r["bound"]}
+        for k in ("experts_hit", "roofline_us", "peer_us", "peer_gemms_us", "torch_us"):
+            rec[k] = float(r[k]) if r[k] not in ("", None) else None
+        peer[(rec["problem"], rec["M"])] = rec
+    return peer
+
+
+def load_bench(paths):
+    """Bench rows from JSON-lines files, the last row of a (problem, M) winning."""
+    rows = {}
+    for path in paths:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError as e:
+                    raise SystemExit("%s:%d: not JSON: %s" % (path, n, e))
+                rows[(problem_of(r), int(r["M"]))] = r
+    return rows
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
+
+
+def geomean(xs):
+    xs = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def points(bench, peer):
+    """One dict per bench point: the columns of the tables, None where unknown;
+    problems in the peer table's order (others after them), M increasing."""
+    order = {}
+    for prob, _ in peer:
+        order.setdefault(prob, len(order))
+    out = []
+    for (prob, M), r in sorted(bench.items(), key=lambda kv: (order.get(kv[0][0], len(order)),
+                                                              kv[0][0], kv[0][1])):
+        p = peer.get((prob, M), {})
+        source = "tuned" if _num(r.get("tuned_us")) else "best"
+        ours = _num(r.get(source + "_us"))
+        roof = _num(p.get("roofline_us")) or _num(r.get("roofline_us"))
+        lo, hi = _num(r.get(source + "_min_us")), _num(r.get(source + "_max_us"))
+        out.append({
+            "problem": prob, "M": M, "us": ours, "source": source,
+            "default_us": _num(r.get("default_us")),
+            "peer_us": _num(p.get("peer_us")), "roofline_us": roof,
+            "speed": _num(p.get("peer_us")) / ours if ours and _num(p.get("peer_us")) else None,
+            "roofline_fraction": roof / ours if ours and roof else None,
+            "spread": (hi - lo) / ours if lo and hi and ours else None,
+            "experts_hit": r.get("experts_hit"), "peer_experts_hit": p.get("experts_hit"),
+        })
+    return out
+
+
+def summary(pts):
+    """Geomean speed vs peer, geomean roofline fraction, points >= 0.97x, points with a peer."""
+    speeds = [p["speed"] for p in pts if p["speed"] is not None]
+    return {
+        "geomean_speed": geomean(speeds),
+        "geomean_roofline_fraction": geomean([p["roofline_fraction"] for p in pts]),
+        "at_target": sum(1 for s in speeds if s >= TARGET_POINT),
+        "with_peer": len(speeds),
+        "points": len(pts),
+    }
+
+
+def _f(v, fmt, none="-"):
+    return none if v is None else fmt % v
+
+
+def summary_line(s):
+    return ("geomean speed vs peer %s, geomean roofline fraction %s, points >= %.2fx the peer: "
+            "%d of %d" % (_f(s["geomean_speed"], "%.3fx"),
+                          _f(s["geomean_roofline_fraction"], "%.3f"), TARGET_POINT,
+                          s["at_target"], s["with_peer"]))
+
+
+def render(pts, out=None):
+    out = out or sys.stdout
+    problems = []
+    for p in pts:
+        if p["problem"] not in problems:
+            problems.append(p["problem"])
+    for prob in problems:
+        rows = [p for p in pts if p["problem"] == prob]
+        out.write("\n### %s\n\n" % prob)
+        out.write("| M | moetune us | from | default us | peer us | speed vs peer | roofline us | "
+                  "roofline fraction | spread | experts hit (peer) |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|\n")
+        for p in rows:
+            out.write("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) |\n" % (
+                p["M"], _f(p["us"], "%.1f"), p["source"], _f(p["default_us"], "%.1f"),
+                _f(p["peer_us"], "%.1f"), _f(p["speed"], "%.2fx"),
+                _f(p["roofline_us"], "%.1f"), _f(p["roofline_fraction"], "%.2f"),
+                _f(p["spread"] and 100 * p["spread"], "%.1f%%"),
+                _f(p["experts_hit"], "%d"), _f(p["peer_experts_hit"], "%d")))
+        out.write("\n%s: %s\n" % (prob, summary_line(summary(rows))))
+    out.write("\n**overall** (%d problems, %d points): %s\n" % (
+        len(problems), len(pts), summary_line(summary(pts))))
+
+
+def main(argv=None):
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--peer", default=os.path.join(here, "..", "bench", "peer-h200.csv"),
+                    help="peer figures (default bench/peer-h200.csv)")
+    ap.add_argument("json", nargs="+", help="files written by `moetune bench --json`")
+    a = ap.parse_args(argv)
+    bench = load_bench(a.json)
+    if not bench:
+        print("perf-table: no bench rows in %s" % " ".join(a.json), file=sys.stderr)
+        return 1
+    render(points(bench, load_peer(a.peer)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Test of scripts/perf-table.py on the hand-made bench JSON in tests/data/bench/
+and the real peer table bench/peer-h200.csv. The expected figures are worked
+out here from those files, independently of the script's code.
+
+    python3 tests/test_perf_table.py      (or: python3 -m pytest tests/test_perf_table.py)
+
+Standard library only (unittest); pytest collects it too.
+"""
+import csv
+import glob
+import importlib.util
+import io
+import json
+import math
+import os
+import re
+import unittest
+from contextlib import redirect_stdout
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SCRIPT = os.path.join(ROOT, "scripts", "perf-table.py")
+PEER = os.path.join(ROOT, "bench", "peer-h200.csv")
+SAMPLES = sorted(glob.glob(os.path.join(ROOT, "tests", "data", "bench", "*.json")))
+
+# What the samples hold (label, quant or absent, N) -> the problem expected.
+EXPECTED_PROBLEM = {
+    ("qwen3-30b-a3b", "none", 768): "qwen3-30b-a3b",
+    ("qwen3-30b-a3b", "fp8-block", 768): "qwen3-30b-a3b-fp8",
+    ("dsv3", None, 256): "dsv3-tp8-fp8",   # old JSON without "quant": the preset's fp8-block
+}
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("perf_table", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def peer_table():
+    with open(PEER) as f:
+        lines = [l for l in f if not l.startswith("#")]
+    return {(r["problem"], int(r["M"])): r for r in csv.DictReader(lines)}
+
+
+def sample_rows():
+    rows = []
+    for path in SAMPLES:
+        with open(path) as f:
+            rows += [json.loads(l) for l in f if l.strip()]
+    return rows
+
+
+def gmean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def expected():
+    """Per problem (and None = overall): speeds vs peer, roofline fractions."""
+    peer = peer_table()
+    per = {}
+    for r in sample_rows():
+        prob = EXPECTED_PROBLEM[(r["label"], r.get("quant"), r["N"])]
+        us = r.get("tuned_us") or r["best_us"]
+        p = peer.get((prob, r["M"]))
+        roof = float(p["roofline_us"]) if p else r["roofline_us"]
+        for key in (prob, None):
+            e = per.setdefault(key, {"speed": [], "roof": []})
+            e["roof"].append(roof / us)
+            if p:
+                e["speed"].append(float(p["peer_us"]) / us)
+    return per
+
+
+class PerfTable(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pt = load_script()
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            cls.rc = cls.pt.main(["--peer", PEER] + SAMPLES)
+        cls.out = buf.getvalue()
+
+    def test_samples_present(self):
+        self.assertGreaterEqual(len(SAMPLES), 2)
+        self.assertEqual(self.rc, 0)
+
+    def test_peer_csv_matches_targets_shape(self):
+        peer = peer_table()
+        self.assertEqual(len(peer), 50)   # 5 problems x 10 values of M in targets.md
+        self.assertEqual({p for p, _ in peer}, {"mixtral-8x7b", "dsv2-lite", "qwen3-30b-a3b",
+                                                "dsv3-tp8-fp8", "qwen3-30b-a3b-fp8"})
+        for r in peer.values():
+            self.assertIn(r["bound"], ("mem", "cmp"))
+            self.assertGreater(float(r["peer_us"]), float(r["roofline_us"]) * 0.99)
+
+    def test_problem_mapping(self):
+        for (label, quant, n), prob in EXPECTED_PROBLEM.items():
+            row = {"label": label, "N": n}
+            if quant is not None:
+                row["quant"] = quant
+            self.assertEqual(self.pt.problem_of(row), prob)
+        self.assertEqual(self.pt.problem_of({"label": "mixtral-8x7b", "quant": "none", "N": 14336}),
+                         "mixtral-8x7b")
+        # A quant mode the peer table does not have keeps its own name.
+        self.assertEqual(self.pt.problem_of({"label": "mixtral-8x7b", "quant": "w4a16", "N": 14336}),
+                         "mixtral-8x7b-w4a16")
+
+    def summary_of(self, name):
+        m = re.search(r"^%s.*geomean speed vs peer ([\d.]+)x, geomean roofline fraction ([\d.]+), "
+                      r"points >= 0\.97x the peer: (\d+) of (\d+)$" % re.escape(name),
+                      self.out, re.M)
+        self.assertIsNotNone(m, "no summary line for %s in:\n%s" % (name, self.out))
+        return float(m.group(1)), float(m.group(2)), int(m.group(3)), int(m.group(4))
+
+    def check(self, name, e):
+        speed, roof, at, n = self.summary_of(name)
+        self.assertAlmostEqual(speed, gmean(e["speed"]), delta=6e-4)
+        self.assertAlmostEqual(roof, gmean(e["roof"]), delta=6e-4)
+        self.assertEqual(n, len(e["speed"]))
+        self.assertEqual(at, sum(1 for s in e["speed"] if s >= 0.97))
+
+    def test_per_problem_geomeans(self):
+        exp = expected()
+        for prob, e in exp.items():
+            if prob is not None:
+                self.check(prob + ":", e)
+
+    def test_overall_geomeans(self):
+        self.check(r"**overall**", expected()[None])
+
+    def test_rows(self):
+        peer = peer_table()
+        for r in sample_rows():
+            prob = EXPECTED_PROBLEM[(r["label"], r.get("quant"), r["N"])]
+            section = self.out.split("### %s\n" % prob)[1].split("###")[0]
+            line = [l for l in section.splitlines() if l.startswith("| %d |" % r["M"])]
+            self.assertEqual(len(line), 1, section)
+            cells = [c.strip() for c in line[0].strip("|").split("|")]
+            source = "tuned" if r.get("tuned_us") else "best"
+            us = r[source + "_us"]
+            self.assertAlmostEqual(float(cells[1]), us, delta=0.051)
+            self.assertEqual(cells[2], source)
+            if r.get("default_us") is None:
+                self.assertEqual(cells[3], "-")
+            p = peer.get((prob, r["M"]))
+            if p:
+                self.assertAlmostEqual(float(cells[5].rstrip("x")), float(p["peer_us"]) / us,
+                                       delta=0.0051)
+            else:
+                self.assertEqual(cells[4], "-")
+            # The spread is that of the measurement shown (tuned or best).
+            lo, hi = r.get(source + "_min_us"), r.get(source + "_max_us")
+            if lo is None or hi is None:
+                self.assertEqual(cells[8], "-")
+            else:
+                self.assertAlmostEqual(float(cells[8].rstrip("%")), (hi - lo) / us * 100,
+                                       delta=0.051)
+
+    def test_samples_cover_both_sources(self):
+        # Tuned points with and without their spread, and best-only points
+        # whose tuned fields are null (bench --db without an entry).
+        rows = sample_rows()
+        self.assertTrue(any(r.get("tuned_us") and r.get("tuned_min_us") for r in rows))
+        self.assertTrue(any(r.get("tuned_us") and not r.get("tuned_min_us") for r in rows))
+        self.assertTrue(any("tuned_us" in r and r["tuned_us"] is None for r in rows))
+
+    def test_source_column(self):
+        pts = self.pt.points({("p", 1): {"label": "p", "M": 1, "best_us": 10.0, "tuned_us": 8.0,
+                                         "tuned_min_us": 7.0, "tuned_max_us": 9.0,
+                                         "best_min_us": 9.0, "best_max_us": 20.0},
+                              ("p", 2): {"label": "p", "M": 2, "best_us": 10.0, "tuned_us": None,
+                                         "best_min_us": 9.0, "best_max_us": 11.0}}, {})
+        self.assertEqual([(p["source"], p["us"]) for p in pts], [("tuned", 8.0), ("best", 10.0)])
+        self.assertAlmostEqual(pts[0]["spread"], 2.0 / 8.0)
+        self.assertAlmostEqual(pts[1]["spread"], 2.0 / 10.0)
+
+    def test_samples_cover_the_target_edge(self):
+        # A point in [0.97, 1) and one below: the >= 0.97x count is tested.
+        speeds = expected()[None]["speed"]
+        self.assertTrue(any(0.97 <= s < 1.0 for s in speeds))
+        self.assertTrue(any(s < 0.97 for s in speeds))
+
+    def test_not_json_is_an_error(self):
+        with self.assertRaises(SystemExit):   # a CSV is not JSON lines
+            self.pt.main(["--peer", PEER, PEER])
+
+
+if __name__ == "__main__":
+    unittest.main()
