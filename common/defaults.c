@@ -3,6 +3,9 @@
  */
 #include "common/defaults.h"
 
+#include <stdio.h>
+#include <string.h>
+
 double mt_rows_per_expert(const mt_problem *p)
 {
     const int64_t experts = p->local_E > 0 ? p->local_E : p->E;
@@ -15,4 +18,37 @@ int64_t mt_default_block_m(const mt_problem *p)
      * leave most of a 64-row tile empty, large prefill batches fill 128. */
     const double a = mt_rows_per_expert(p);
     return a < 24 ? 16 : a < 192 ? 64 : 128;
+}
+
+void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm *out)
+{
+    const int64_t bm = mt_default_block_m(p);
+    memset(out, 0, sizeof *out);
+    snprintf(out->block_m, sizeof out->block_m, "%lld", (long long)bm);
+    out->family = "grouped_gemm";
+    const int wonly = p->quant.mode == MT_QUANT_W8A16 || p->quant.mode == MT_QUANT_W4A16;
+    if (bm == 128 && !wonly && arch && !strcmp(arch, "sm_90a")) {
+        const int eight = mt_quant_is_w8a8(p->quant.mode);
+        out->family = "grouped_gemm_sm90";
+        out->kv[0] = "BLOCK_N";
+        out->kv[1] = eight ? "128" : "256";
+        out->kv[2] = "PIPE";
+        out->kv[3] = eight ? "sync" : "ws";
+        out->nkv = 2;
+    }
+}
+
+int mt_default_gemm_is(const mt_variant *v, const mt_problem *p)
+{
+    mt_default_gemm d;
+    mt_default_gemm_for(p, v->arch, &d);
+    const char *bm = mt_variant_get(v, "BLOCK_M");
+    if (strcmp(v->family, d.family) || !bm || strcmp(bm, d.block_m))
+        return 0;
+    for (int i = 0; i < d.nkv; i++) {
+        const char *have = mt_variant_get(v, d.kv[2 * i]);
+        if (!have || strcmp(have, d.kv[2 * i + 1]))
+            return 0;
+    }
+    return 1;
 }

@@ -131,21 +131,25 @@ mt_status mt_rt_default_pipeline(const mt_problem *p, int64_t M, const char *arc
     memset(out, 0, sizeof *out);
     mt_strlcpy(out->backend, "default", sizeof out->backend);
     mt_strlcpy(out->arch, arch, sizeof out->arch);
-    char bm[16];
-    snprintf(bm, sizeof bm, "%d", mt_rt_default_block_m(p, M));
+    mt_problem at = *p;
+    at.M = M;
+    mt_default_gemm dg;
+    mt_default_gemm_for(&at, arch, &dg);
     const char *dt = mt_dtype_name(p->dtype), *fmt = mt_act_format_name(p->format);
     const char *g1[] = {"dtype", dt, "quant", mt_quant_mode_name(p->quant.mode), "format", fmt,
-                        "epilogue", mt_activation_name(p->activation), "BLOCK_M", bm};
+                        "epilogue", mt_activation_name(p->activation), "BLOCK_M", dg.block_m,
+                        dg.kv[0], dg.kv[1], dg.kv[2], dg.kv[3]};
+    const int ng1 = 5 + dg.nkv;
     const char *red[] = {"dtype", dt};
     mt_variant al, k1, k2, rd;
     mt_status st;
     const int standard = p->format == MT_FORMAT_STANDARD;
     if (standard && (st = mt_rt_default_find("moe_align", NULL, 0, &al, msg, msg_size)))
         return st;
-    if ((st = mt_rt_default_find("grouped_gemm", g1, 5, &k1, msg, msg_size)))
+    if ((st = mt_rt_default_find(dg.family, g1, ng1, &k1, msg, msg_size)))
         return st;
     g1[7] = "store";
-    if ((st = mt_rt_default_find("grouped_gemm", g1, 5, &k2, msg, msg_size)) ||
+    if ((st = mt_rt_default_find(dg.family, g1, ng1, &k2, msg, msg_size)) ||
         (st = mt_rt_default_find("moe_reduce", red, 1, &rd, msg, msg_size)))
         return st;
     mt_variant aq;   /* w8a8: act_quant quantizes both GEMM inputs (gemm1 fuses the act) */

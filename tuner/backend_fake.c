@@ -29,7 +29,7 @@ static mt_status fake_provenance(void *self, mt_db_provenance *out, char *arch, 
     (void)self, (void)msg, (void)msg_size;
     memset(out, 0, sizeof *out);
     mt_strlcpy(out->sku, "FAKE GPU", sizeof out->sku);
-    mt_strlcpy(out->cc, "9.0", sizeof out->cc);
+    mt_strlcpy(out->cc, "8.0", sizeof out->cc);
     out->sm_count = 132;
     out->mem_clock_khz = 3201000;
     mt_strlcpy(out->driver_version, "fake", sizeof out->driver_version);
@@ -37,7 +37,7 @@ static mt_status fake_provenance(void *self, mt_db_provenance *out, char *arch, 
     mt_strlcpy(out->nvrtc_version, "fake", sizeof out->nvrtc_version);
     mt_strlcpy(out->moetune_version, MT_VERSION_STRING, sizeof out->moetune_version);
     mt_sha256_hex("fake templates", 14, out->template_hash);
-    mt_strlcpy(arch, "sm_90a", 16);
+    mt_strlcpy(arch, "sm_80", 16);
     return MT_OK;
 }
 
@@ -45,7 +45,7 @@ static mt_status make_variant(mt_variant *v, const char *family, const char *con
 {
     memset(v, 0, sizeof *v);
     mt_strlcpy(v->family, family, sizeof v->family);
-    mt_strlcpy(v->arch, "sm_90a", sizeof v->arch);
+    mt_strlcpy(v->arch, "sm_80", sizeof v->arch);
     v->template_version = 1;
     v->threads = 128;
     v->smem_bytes = 32768;

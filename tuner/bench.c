@@ -42,7 +42,7 @@ static mt_status enqueue_plan(void *ctx, CUstream stream, char *msg, size_t msg_
 static int is_untuned_default(const mt_variant *v, const mt_problem *p)
 {
     return !strcmp(mt_variant_get(v, "epilogue"), mt_activation_name(p->activation)) &&
-           mt_variant_int(v, "BLOCK_M", 0) == mt_default_block_m(p);
+           mt_default_gemm_is(v, p);
 }
 
 /* Mark in `keep` (one flag per kernel of the set) the gemm1 candidates for

@@ -122,12 +122,10 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
 
 size_t mt_find_default(const mt_variant *defaults, size_t n, const mt_problem *p)
 {
-    const int64_t bm = mt_default_block_m(p);
     const char *act = mt_activation_name(p->activation);
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(defaults[i].family, "grouped_gemm") &&
-            !strcmp(mt_variant_get(&defaults[i], "epilogue"), act) &&
-            mt_variant_int(&defaults[i], "BLOCK_M", 0) == bm)
+        if (mt_default_gemm_is(&defaults[i], p) &&
+            !strcmp(mt_variant_get(&defaults[i], "epilogue"), act))
             return i;
     return (size_t)-1;
 }
