@@ -14,6 +14,13 @@
 # detail. MT_BENCH_PROBLEMS picks a subset by name. With a tuned database
 # (MT_BENCH_DB, default db/tuned/nvidia-h200.db) present, bench also times
 # the tuned pipeline (--db) and perf-table.py reports it.
+#
+# MT_BENCH_PHASE=tune first tunes each problem at the same ten M into
+# $OUT/nvidia-h200.db (moetune tune, MT_TUNE_CANDIDATES GEMM1 tiles per M,
+# default 8; the limit of each problem applies to its tuning too) and then
+# benches with that database. The per-problem files are packed into
+# $OUT/bench-files.tar at the end (a device call returns at most 8 files).
+# MT_BENCH_PHASE=tune-only stops after tuning.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out="${OUT:-/tmp/mt-out}"
@@ -25,6 +32,8 @@ budget=${MT_BENCH_BUDGET:-450}
 opts=(--M "$Ms" --reps "${MT_BENCH_REPS:-20}" --max-candidates "${MT_BENCH_MAX_CANDIDATES:-8}")
 [ "${MT_BENCH_EXPERTS:-0}" = 1 ] || opts+=(--pipeline-only)
 tuned_db="${MT_BENCH_DB:-db/tuned/nvidia-h200.db}"
+phase="${MT_BENCH_PHASE:-bench}"
+[[ "$phase" == tune* ]] && tuned_db="$out/nvidia-h200.db"
 if [ -f "$tuned_db" ]; then
   opts+=(--db "$tuned_db")
   echo "== bench: tuned database $tuned_db"
@@ -40,31 +49,56 @@ problems=(
   "dsv3-tp8-fp8|120|--preset dsv3 --tp 8 --quant fp8-block"
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
-t_start=$(date +%s)
 rc=0
-for spec in "${problems[@]}"; do
-  IFS='|' read -r name lim shape <<<"$spec"
-  [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
-  left=$(( budget - ($(date +%s) - t_start) ))
-  [ "$left" -lt "$lim" ] && lim=$left
-  if [ "$lim" -lt 10 ]; then
-    echo "== bench $name: not run (total budget ${budget} s spent)"
-    rc=1
-    continue
-  fi
-  start=$(date +%s)
-  # shellcheck disable=SC2086 # $shape is a list of options
-  timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
-    --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
-  r=$?
-  echo "== bench $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s), $(grep -c . "$out/bench-$name.json" 2>/dev/null || echo 0) of 10 points"
-  [ $r = 0 ] || { rc=1; tail -3 "$out/bench-$name.log"; }
-done
-echo "== benches: $(( $(date +%s) - t_start )) s of ${budget} s"
-jsons=("$out"/bench-*.json)
-if command -v python3 >/dev/null && [ -e "${jsons[0]}" ]; then
-  python3 scripts/perf-table.py "${jsons[@]}" | tee "$out/perf-table.md" || rc=1
-else
-  echo "perf-table: no python3 or no results here; run scripts/perf-table.py on the fetched $out/bench-*.json"
+if [[ "$phase" == tune* ]]; then
+  t_start=$(date +%s)
+  for spec in "${problems[@]}"; do
+    IFS='|' read -r name lim shape <<<"$spec"
+    [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
+    start=$(date +%s)
+    # shellcheck disable=SC2086 # $shape is a list of options
+    timeout "$lim" .gpu/bin/moetune tune $shape --M "$Ms" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
+      --reps 10 --db "$tuned_db" >"$out/tune-$name.log" 2>&1
+    r=$?
+    echo "== tune $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s)"
+    [ $r = 0 ] || { rc=1; tail -3 "$out/tune-$name.log"; }
+  done
+  echo "== tuning: $(( $(date +%s) - t_start )) s"
+  .gpu/bin/moetune db verify "$tuned_db" || rc=1
 fi
+if [ -f "$tuned_db" ] && [[ " ${opts[*]} " != *" --db "* ]]; then
+  opts+=(--db "$tuned_db")
+fi
+if [ "$phase" != tune-only ]; then
+  t_start=$(date +%s)
+  for spec in "${problems[@]}"; do
+    IFS='|' read -r name lim shape <<<"$spec"
+    [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
+    left=$(( budget - ($(date +%s) - t_start) ))
+    [ "$left" -lt "$lim" ] && lim=$left
+    if [ "$lim" -lt 10 ]; then
+      echo "== bench $name: not run (total budget ${budget} s spent)"
+      rc=1
+      continue
+    fi
+    start=$(date +%s)
+    # shellcheck disable=SC2086 # $shape is a list of options
+    timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
+      --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
+    r=$?
+    echo "== bench $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s), $(grep -c . "$out/bench-$name.json" 2>/dev/null || echo 0) of 10 points"
+    [ $r = 0 ] || { rc=1; tail -3 "$out/bench-$name.log"; }
+  done
+  echo "== benches: $(( $(date +%s) - t_start )) s of ${budget} s"
+  jsons=("$out"/bench-*.json)
+  if command -v python3 >/dev/null && [ -e "${jsons[0]}" ]; then
+    python3 scripts/perf-table.py "${jsons[@]}" | tee "$out/perf-table.md" || rc=1
+  else
+    echo "perf-table: no python3 or no results here; run scripts/perf-table.py on the fetched $out/bench-*.json"
+  fi
+fi
+# One archive of the per-problem files (a device call returns at most 8 files).
+# shellcheck disable=SC2086 # file names without blanks, made above
+(cd "$out" && files=$(ls bench-*.json bench-*.svg bench-*.log tune-*.log 2>/dev/null || true) &&
+  [ -n "$files" ] && tar -cf bench-files.tar $files && rm -f $files)
 exit $rc
