@@ -113,7 +113,7 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
         filtered[p] = 1;
         int k = gen_template_value_index(t, p, value);
         if (k < 0) {
-            if (strict) {
+            if (strict && !f->lenient_values) {
                 mt_buf b = {0};
                 for (int j = 0; j < t->params[p].nvalues; j++)
                     mt_buf_printf(&b, "%s%s", j ? ", " : "", t->params[p].values[j].text);

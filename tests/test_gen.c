@@ -147,6 +147,17 @@ static void test_filters(void **state)
     assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(mt_gen_errmsg(g), "BLOCK"));
     assert_non_null(strstr(mt_gen_errmsg(g), "48"));
+    /* lenient_values: the same filter selects nothing (asking several families). */
+    f.lenient_values = 1;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 0);
+    free(v);
+    f.params[0].value = "64";
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 2 * 3);   /* BLOCK 64 only: both dtypes x its 3 other points */
+    free(v);
+    f.lenient_values = 0;
+    f.params[0].value = "48";
     f.params[0].name = "BLOK";
     assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(mt_gen_errmsg(g), "BLOK"));

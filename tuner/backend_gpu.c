@@ -64,7 +64,7 @@ static mt_status enumerate(gpu_backend *b, const char *family, const char *const
                            size_t msg_size)
 {
     mt_gen_filter f = {.family = family, .arch = mt_gpu_arch(&b->gpu),
-                       .defaults_only = defaults_only, .nparams = n};
+                       .defaults_only = defaults_only, .lenient_values = 1, .nparams = n};
     for (int i = 0; i < n; i++) {
         f.params[i].name = kv[2 * i];
         f.params[i].value = kv[2 * i + 1];

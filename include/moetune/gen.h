@@ -73,6 +73,11 @@ typedef struct mt_gen_filter {
     const char *family;      /* NULL: every family (see mt_gen_enumerate) */
     const char *arch;        /* required: "sm_90a", ... */
     int defaults_only;       /* keep only points matching the template's default_set */
+    /* With a family named, a filter value outside a parameter's domain is an
+     * error (a typo shows); set this to make it select nothing instead, to
+     * ask several families with one problem's values (w4a16 of a family
+     * without weight-only modes: no variants). */
+    int lenient_values;
     int nparams;             /* name=value pairs; several on one name = any of them */
     struct {
         const char *name, *value;
