@@ -45,10 +45,9 @@ static void *dev_copy(int g, const void *src, size_t bytes)
     use(g);
     if (!cu_ok(mt_cu.cuMemAlloc(&d, bytes ? bytes : 16), "cuMemAlloc"))
         exit(1);
-    if (src)
-        mt_cu.cuMemcpyHtoD(d, src, bytes);
-    else
-        mt_cu.cuMemsetD8(d, 0, bytes ? bytes : 16);
+    if (!cu_ok(src ? mt_cu.cuMemcpyHtoD(d, src, bytes) : mt_cu.cuMemsetD8(d, 0, bytes ? bytes : 16),
+               src ? "cuMemcpyHtoD" : "cuMemsetD8"))
+        exit(1);
     return (void *)(uintptr_t)d;
 }
 
@@ -177,6 +176,10 @@ static double ep_ms(const mt_problem_data *d, const mt_problem *p, int64_t M, in
     double t0 = drain(world);
     for (int i = 0; i < iters && !st; i++)
         st = mt_ep_run_group(eps, world, Ms, t, ws, wss, streams);
+    if (st)   /* mt_ep_run_group leaves the reason on the rank that failed */
+        for (int r = 0; r < world; r++)
+            if (mt_ep_errmsg(eps[r])[0])
+                fprintf(stderr, "bench_ep: rank %d: %s\n", r, mt_ep_errmsg(eps[r]));
     ms = st ? -1 : (drain(world) - t0) * 1e3 / iters;
     for (int r = 0; r < world && !st; r++)
         if ((st = mt_ep_read_error(eps[r], M, ws[r])))

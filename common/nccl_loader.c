@@ -25,11 +25,11 @@ static void load_nccl(void)
      * process (0: do not override a value the user chose). */
     setenv("NCCL_NVLS_ENABLE", "0", 0);
     const char *env = getenv("MT_NCCL_LIB");
-    const char *tries[] = {env && *env ? env : "libnccl.so.2",
-                           "/usr/local/cuda/lib64/libnccl.so.2"};
+    const int chosen = env && *env;   /* the user's path only: no silent fallback */
+    const char *tries[] = {chosen ? env : "libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
     void *lib = NULL;
     char why[256] = "";
-    for (size_t i = 0; i < MT_ARRAY_LEN(tries) && !lib; i++) {
+    for (size_t i = 0; i < (chosen ? 1 : MT_ARRAY_LEN(tries)) && !lib; i++) {
         lib = dlopen(tries[i], RTLD_NOW | RTLD_LOCAL);
         if (!lib && i == 0) {
             const char *e = dlerror();
@@ -47,15 +47,19 @@ static void load_nccl(void)
     mt_nccl.name = (__typeof__(name) *)dlsym(lib, #name);                               \
     if (!mt_nccl.name) {                                                                \
         snprintf(load_msg, sizeof load_msg, "NCCL too old: libnccl.so.2 lacks %s", #name); \
-        return;                                                                         \
+        goto fail;                                                                      \
     }
     MT_NCCL_FUNCS(MT_NCCL_LOAD)
 #undef MT_NCCL_LOAD
     if (mt_nccl.ncclGetVersion(&mt_nccl.version) != ncclSuccess) {
         snprintf(load_msg, sizeof load_msg, "NCCL: ncclGetVersion failed");
-        return;
+        goto fail;
     }
     load_status = MT_OK;
+    return;
+fail:   /* no half-filled table stays behind */
+    memset(&mt_nccl, 0, sizeof mt_nccl);
+    dlclose(lib);
 }
 
 mt_status mt_nccl_load(char *msg, size_t msg_size)

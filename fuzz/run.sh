@@ -2,7 +2,7 @@
 # Run one libFuzzer harness for a while:
 #   fuzz/run.sh TARGET SECONDS [libFuzzer options...]
 # TARGET is one of: json db_file db_values db_import template problem text
-# cli_args (fuzz/fuzz_TARGET.c). Builds the fuzzers first in $MT_FUZZ_BUILD
+# cli_args ep (fuzz/fuzz_TARGET.c). Builds the fuzzers first in $MT_FUZZ_BUILD
 # (default build-fuzz; clang + ASan + UBSan). The seeds in fuzz/corpus/TARGET
 # are read, never written: new inputs go to $MT_FUZZ_BUILD/fuzz-work/TARGET,
 # crash inputs to $MT_FUZZ_BUILD/fuzz-artifacts/TARGET/. The exit status is

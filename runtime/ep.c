@@ -258,11 +258,16 @@ void mt_ep_local_experts(const mt_ep *ep, int64_t *first, int64_t *count)
         *count = ep ? ep->count : 0;
 }
 
+/* What a call may pass for a pointer: required, optional (a rank with no
+ * tokens may keep its buffers or pass NULL), or forbidden (the EP object
+ * decides it). */
+enum { PTR_FORBIDDEN = 0, PTR_REQUIRED = 1, PTR_OPTIONAL = 2 };
+
 static mt_status need(mt_ep *ep, const void *ptr, const char *what, int want, size_t align)
 {
-    if (want && !ptr)
+    if (want == PTR_REQUIRED && !ptr)
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG, "%s is NULL", what);
-    if (!want && ptr)
+    if (want == PTR_FORBIDDEN && ptr)
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG,
                        "%s must be NULL (the EP object owns the expert placement)", what);
     if ((uintptr_t)ptr % align)
@@ -280,15 +285,16 @@ static mt_status check_call(mt_ep *ep, int64_t M, const mt_moe_tensors *t, const
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_SHAPE,
                        "M=%lld is outside [0, %lld] (the max M of this EP object)", (long long)M,
                        (long long)ep->p.M);
-    const int on = M > 0;
+    const int tok = M > 0 ? PTR_REQUIRED : PTR_OPTIONAL;
     mt_status st;
-    if ((st = need(ep, t->hidden, "hidden", on, 16)) || (st = need(ep, t->out, "out", on, 16)) ||
-        (st = need(ep, t->topk_ids, "topk_ids", on, 16)) ||
-        (st = need(ep, t->topk_weights, "topk_weights", on, 16)) ||
-        (st = need(ep, t->w1, "w1", 1, 16)) || (st = need(ep, t->w2, "w2", 1, 16)) ||
-        (st = need(ep, t->expert_map, "expert_map", 0, 1)) ||
-        (st = need(ep, t->expert_num_tokens, "expert_num_tokens", 0, 1)) ||
-        (st = need(ep, ws, "workspace", 1, 256)))
+    if ((st = need(ep, t->hidden, "hidden", tok, 16)) || (st = need(ep, t->out, "out", tok, 16)) ||
+        (st = need(ep, t->topk_ids, "topk_ids", tok, 16)) ||
+        (st = need(ep, t->topk_weights, "topk_weights", tok, 16)) ||
+        (st = need(ep, t->w1, "w1", PTR_REQUIRED, 16)) ||
+        (st = need(ep, t->w2, "w2", PTR_REQUIRED, 16)) ||
+        (st = need(ep, t->expert_map, "expert_map", PTR_FORBIDDEN, 1)) ||
+        (st = need(ep, t->expert_num_tokens, "expert_num_tokens", PTR_FORBIDDEN, 1)) ||
+        (st = need(ep, ws, "workspace", PTR_REQUIRED, 256)))
         return st;
     if (ws_size < ep->L.total)
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG,

@@ -6,6 +6,7 @@
  */
 #include "runtime/ep_layout.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -124,6 +125,8 @@ int64_t mt_ep_capacity_for(int64_t max_m, double factor)
 {
     if (max_m < 1)
         max_m = 1;
+    if (max_m > MT_MAX_TOKENS)
+        max_m = MT_MAX_TOKENS;   /* no larger capacity is accepted anyway */
     if (!(factor > 0.0) || factor > 1.0)
         factor = 1.0;
     const int64_t top = (max_m + 7) / 8 * 8;
@@ -142,10 +145,21 @@ static size_t take(size_t *off, size_t bytes)
 mt_status mt_ep_layout_make(const mt_problem *p, int world, int64_t cap, mt_ep_wire wire,
                             size_t inner_bytes, mt_ep_layout *L, char *msg, size_t msg_size)
 {
-    if (!p || !L || world < 1 || world > MT_EP_MAX_RANKS || cap < 1 ||
-        (unsigned)wire >= MT_EP_WIRE_COUNT_ || p->M < 0 || p->topk < 1 || p->K < 8)
-        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "bad EP layout arguments");
-    if ((int64_t)world * cap > MT_MAX_TOKENS || p->M * world > INT32_MAX)
+    /* Bounded first, so that none of the products below can overflow. */
+    if (!p || !L)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "EP layout: NULL problem or output");
+    if (world < 1 || world > MT_EP_MAX_RANKS || cap < 1 || cap > MT_MAX_TOKENS ||
+        (unsigned)wire >= MT_EP_WIRE_COUNT_ || p->M < 0 || p->M > MT_MAX_TOKENS ||
+        p->topk < 1 || p->topk > MT_MAX_EXPERTS || p->K < 8 || p->K > MT_MAX_DIM ||
+        inner_bytes > SIZE_MAX / 4)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                       "EP layout arguments out of range: world %d (1..%d), capacity %lld "
+                       "(1..%d), wire %d, M %lld (0..%d), topk %lld (1..%d), K %lld (8..%d), "
+                       "inner workspace %zu bytes",
+                       world, MT_EP_MAX_RANKS, (long long)cap, MT_MAX_TOKENS, (int)wire,
+                       (long long)p->M, MT_MAX_TOKENS, (long long)p->topk, MT_MAX_EXPERTS,
+                       (long long)p->K, MT_MAX_DIM, inner_bytes);
+    if ((int64_t)world * cap > MT_MAX_TOKENS)
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "%d ranks x capacity %lld = %lld rows is over the %d rows the experts "
                        "take",
@@ -204,6 +218,10 @@ mt_status mt_ep_inner_problem(const mt_problem *p, const mt_ep_config *cfg, int6
                        "expert parallelism takes at most %d experts (one id is kept for "
                        "padding rows)",
                        MT_MAX_EXPERTS - 1);
+    if (cap < 1 || cap > MT_MAX_TOKENS / cfg->world)
+        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
+                       "EP capacity %lld rows per peer: %d ranks x capacity must be 1..%d rows",
+                       (long long)cap, cfg->world, MT_MAX_TOKENS);
     *out = *p;
     out->M = (int64_t)cfg->world * cap;
     out->E = p->E + 1;

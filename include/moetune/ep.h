@@ -42,7 +42,7 @@ extern "C" {
 
 /* Experts of `rank`: [*first, *first + *count). The first E % world ranks
  * get one expert more. MT_ERR_INVALID_ARG unless 1 <= world <=
- * MT_EP_MAX_RANKS, 0 <= rank < world and world <= E. */
+ * MT_EP_MAX_RANKS, 0 <= rank < world and world <= E <= MT_MAX_EXPERTS. */
 mt_status mt_ep_expert_range(int64_t E, int world, int rank, int64_t *first /* out */,
                              int64_t *count /* out */);
 /* The rank owning expert e, or -1 when e is outside [0, E) or the
@@ -77,8 +77,9 @@ mt_ep_wire mt_ep_wire_for(const mt_problem *p);
 const char *mt_ep_wire_name(mt_ep_wire w);
 
 /* Rows per peer buffer for max_m tokens per rank: max_m (a token can need
- * every rank) scaled by `factor` in (0, 1] and rounded up to a multiple of
- * 8, at least 8 and at most max_m rounded up to 8. factor 1 never
+ * every rank; taken as at most MT_MAX_TOKENS) scaled by `factor` in (0, 1]
+ * (anything else means 1) and rounded up to a multiple of 8, at least 8
+ * and at most max_m rounded up to 8. factor 1 never
  * overflows; a smaller one saves memory and bandwidth when the routing is
  * known to be spread (mt_ep_route_counts gives the loads). */
 int64_t mt_ep_capacity_for(int64_t max_m, double factor);
@@ -141,7 +142,8 @@ size_t mt_ep_workspace_size(const mt_ep *ep);
  * layout: hidden/out [M, K], topk_ids [M, topk] (global expert ids) and
  * topk_weights; w1/w2 and their scales for this rank's experts only
  * (local_E of them); expert_map and expert_num_tokens must be NULL. Every
- * rank of the communicator must call it (M may differ, 0 included). It
+ * rank of the communicator must call it (M may differ, 0 included: a rank
+ * without tokens may pass NULL for hidden, out, topk_ids, topk_weights). It
  * enqueues on `stream` only (kernels and NCCL operations in one NCCL
  * group): no allocation, no host synchronization (graph-capturable).
  * Errors (message on ep): MT_ERR_INVALID_ARG, MT_ERR_SHAPE, MT_ERR_ALIGNMENT,
