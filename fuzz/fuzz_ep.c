@@ -24,19 +24,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A selector byte favours small values and boundaries over raw 8 bytes. */
-static int64_t take_int(fuzz_in *in)
-{
-    static const int64_t edge[] = {0, 1, -1, 7, 8, 64, 65, 1023, 1024, 1025, 4096, 65536,
-                                   1 << 20, (1 << 20) + 1, INT32_MAX, INT64_MAX, INT64_MIN};
-    uint8_t sel = fuzz_u8(in);
-    if (sel < 160)
-        return sel;
-    if (sel < 240)
-        return edge[sel % (sizeof edge / sizeof edge[0])];
-    return (int64_t)fuzz_u64(in);
-}
-
 static void check_ranges(int64_t E, int world)
 {
     int valid = world >= 1 && world <= MT_EP_MAX_RANKS && E >= world && E <= MT_MAX_EXPERTS;
@@ -94,7 +81,7 @@ static void check_routing(fuzz_in *in, int64_t E, int world)
 
 static void check_capacity(fuzz_in *in)
 {
-    const int64_t max_m = take_int(in);
+    const int64_t max_m = fuzz_int(in);
     const uint32_t raw = fuzz_u32(in);
     double factor = raw == 0xFFFFFFFFu ? NAN : (double)(int32_t)raw / (double)(1u << 30);
     const int64_t cap = mt_ep_capacity_for(max_m, factor);
@@ -113,13 +100,13 @@ static void section(size_t at, size_t next, __int128 need)
 static void check_layout(fuzz_in *in, int world)
 {
     mt_problem p;
-    mt_problem_init(&p, take_int(in), 8, 2, 128, 128);
-    p.topk = take_int(in);
-    p.K = take_int(in);
+    mt_problem_init(&p, fuzz_int(in), 8, 2, 128, 128);
+    p.topk = fuzz_int(in);
+    p.K = fuzz_int(in);
     p.dtype = fuzz_u8(in) & 1 ? MT_DTYPE_FP16 : MT_DTYPE_BF16;
-    const int64_t cap = take_int(in);
+    const int64_t cap = fuzz_int(in);
     const mt_ep_wire wire = (mt_ep_wire)(fuzz_u8(in) % (MT_EP_WIRE_COUNT_ + 1));
-    const size_t inner = (size_t)take_int(in);
+    const size_t inner = (size_t)fuzz_int(in);
     mt_ep_layout L;
     char msg[256];
     if (mt_ep_layout_make(&p, world, cap, wire, inner, &L, msg, sizeof msg) != MT_OK) {
@@ -150,13 +137,13 @@ static void check_layout(fuzz_in *in, int world)
 static void check_inner_problem(fuzz_in *in, int64_t E, int world)
 {
     mt_problem p;
-    mt_problem_init(&p, take_int(in), E, (int64_t)(fuzz_u8(in) % 10), 128, 128);
+    mt_problem_init(&p, fuzz_int(in), E, (int64_t)(fuzz_u8(in) % 10), 128, 128);
     mt_ep_config cfg;
     memset(&cfg, 0, sizeof cfg);   /* mt_ep_config_init lives with the NCCL parts */
     cfg.world = world;
     cfg.rank = (int)(fuzz_u8(in) % 70) - 2;
     cfg.format = fuzz_u8(in) & 1 ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD;
-    const int64_t cap = take_int(in);
+    const int64_t cap = fuzz_int(in);
     mt_problem out;
     char msg[512];
     int64_t first, count;
@@ -180,7 +167,7 @@ static void check_inner_problem(fuzz_in *in, int64_t E, int world)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_in in = {data, size};
-    const int64_t E = take_int(&in);
+    const int64_t E = fuzz_int(&in);
     const int world = (int)(fuzz_u8(&in) % 70) - 2;
     check_ranges(E, world);
     check_routing(&in, E, world);

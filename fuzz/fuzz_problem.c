@@ -20,20 +20,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* An integer field: a selector byte picks a small value, a boundary or 8
- * raw bytes. */
-static int64_t take_int(fuzz_in *in)
-{
-    static const int64_t edge[] = {0, 1, -1, 8, 16, 128, 1024, 1025, 4096, 7168, 65536, 65544,
-                                   1 << 20, (1 << 20) + 1, INT64_MAX, INT64_MIN, INT32_MAX};
-    uint8_t sel = fuzz_u8(in);
-    if (sel < 128)
-        return sel;
-    if (sel < 240)
-        return edge[sel % (sizeof edge / sizeof edge[0])];
-    return (int64_t)fuzz_u64(in);
-}
-
 static int take_small(fuzz_in *in)
 {
     uint8_t sel = fuzz_u8(in);
@@ -47,23 +33,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_in in = {data, size};
     mt_problem p;
     memset(&p, 0, sizeof p);
-    p.M = take_int(&in);
-    p.E = take_int(&in);
-    p.topk = take_int(&in);
-    p.K = take_int(&in);
-    p.N = take_int(&in);
+    p.M = fuzz_int(&in);
+    p.E = fuzz_int(&in);
+    p.topk = fuzz_int(&in);
+    p.K = fuzz_int(&in);
+    p.N = fuzz_int(&in);
     p.dtype = (mt_dtype)take_small(&in);
     p.topk_ids_dtype = (mt_dtype)take_small(&in);
     p.quant.mode = (mt_quant_mode)take_small(&in);
-    p.quant.group_size = (int)take_int(&in);
+    p.quant.group_size = (int)fuzz_int(&in);
     p.quant.has_zero_point = take_small(&in);
     p.quant.static_act_scale = take_small(&in);
     p.format = (mt_act_format)take_small(&in);
     p.activation = (mt_activation)take_small(&in);
     p.has_expert_map = take_small(&in);
-    p.local_E = take_int(&in);
+    p.local_E = fuzz_int(&in);
     p.apply_router_weight_on_input = take_small(&in);
-    p.max_tokens = take_int(&in);
+    p.max_tokens = fuzz_int(&in);
 
     char msg[512];
     msg[0] = 'x';

@@ -103,6 +103,19 @@ uint64_t fuzz_u64(fuzz_in *in)
     return (uint64_t)fuzz_u32(in) << 32 | fuzz_u32(in);
 }
 
+int64_t fuzz_int(fuzz_in *in)
+{
+    static const int64_t edge[] = {0, 1, -1, 7, 8, 16, 64, 65, 128, 1023, 1024, 1025, 4096, 7168,
+                                   65536, 65544, 1 << 20, (1 << 20) + 1, INT32_MAX, INT64_MAX,
+                                   INT64_MIN};
+    uint8_t sel = fuzz_u8(in);
+    if (sel < 128)
+        return sel;
+    if (sel < 240)
+        return edge[sel % (sizeof edge / sizeof edge[0])];
+    return (int64_t)fuzz_u64(in);
+}
+
 const uint8_t *fuzz_bytes(fuzz_in *in, size_t max, size_t *len)
 {
     size_t n = fuzz_u8(in);

@@ -51,6 +51,10 @@ typedef struct fuzz_in {
 uint8_t fuzz_u8(fuzz_in *in);
 uint32_t fuzz_u32(fuzz_in *in);
 uint64_t fuzz_u64(fuzz_in *in);
+/* An integer for a size or count field: a selector byte picks a small value
+ * (0..127), a boundary (0, +-1, powers of two and their neighbours, the
+ * moetune caps, INT32/INT64 extremes) or 8 raw bytes. */
+int64_t fuzz_int(fuzz_in *in);
 /* Up to max bytes (length from one byte), pointer into the input. */
 const uint8_t *fuzz_bytes(fuzz_in *in, size_t max, size_t *len);
 
