@@ -86,7 +86,8 @@ if [ "$phase" != tune-only ]; then
     timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
       --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
     r=$?
-    echo "== bench $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s), $(grep -c . "$out/bench-$name.json" 2>/dev/null || echo 0) of 10 points"
+    points=$(grep -c . "$out/bench-$name.json" 2>/dev/null)
+    echo "== bench $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s), ${points:-0} of 10 points"
     [ $r = 0 ] || { rc=1; tail -3 "$out/bench-$name.log"; }
   done
   echo "== benches: $(( $(date +%s) - t_start )) s of ${budget} s"

@@ -2,10 +2,12 @@
 # Run on the GPU machine after gpu-prepare.sh: compute-sanitizer's memcheck,
 # racecheck, synccheck and initcheck over every default kernel variant of
 # every family, on small shapes:
-#   gpu_moe     (MT_GPU_MOE_SMALL=1): moe_align, grouped_gemm quant=none in all
+#   gpu_moe     (MT_GPU_MOE_SMALL=1): moe_align, both GEMM families
+#               (grouped_gemm, grouped_gemm_sm90 on sm_90a) quant=none in all
 #               default tiles and epilogues, act_and_mul, moe_reduce;
-#   gpu_quant   (MT_GPU_QUANT_SMALL=1): grouped_gemm in every quant mode (all
-#               default tiles and epilogues), every act_quant variant;
+#   gpu_quant   (MT_GPU_QUANT_SMALL=1): both GEMM families in every quant mode
+#               they have (all default tiles and epilogues), every act_quant
+#               variant;
 #   gpu_runtime (MT_GPU_RUNTIME_SMALL=1): the runtime's compositions through
 #               the public API: moe_dispatch (batched prepare), the cuBLAS
 #               experts, graph capture, threads.

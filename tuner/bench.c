@@ -175,7 +175,7 @@ static int experts_hit(const mt_problem_data *d)
 /* The tuned choice of d's problem: composed from ctx, checked once against
  * the oracle as the tuner checks candidates, then timed. A pipeline that
  * does not compose or fails its check is not timed: r->tuned_error says
- * why (the benchmark goes on); other failures are returned. */
+ * why (the benchmark goes on); failures of the run itself are returned. */
 static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_problem_data *d,
                             mt_timer *tm, mt_bench_row *r, char *msg, size_t msg_size)
 {
@@ -184,11 +184,13 @@ static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_proble
     mt_measure chk;
     mt_status st = mt_tuned_plan_compose(ctx, c, &d->p, &plan, r->tuned_error,
                                          sizeof r->tuned_error);
-    if (st == MT_ERR_INCOMPATIBLE || st == MT_ERR_UNSUPPORTED || st == MT_ERR_ALIGNMENT ||
-        st == MT_ERR_NOT_FOUND)
-        return MT_OK;   /* a stored pipeline this problem cannot use: reported, not fatal */
-    if (st)
+    /* A stored pipeline that cannot be used here (incompatible, a kernel that
+     * does not load or compile, ...) is reported in its row, not fatal; only
+     * running out of memory ends the benchmark. */
+    if (st == MT_ERR_NO_MEMORY)
         return mt_errf(msg, msg_size, st, "%s", r->tuned_error);
+    if (st)
+        return MT_OK;
     r->tuned_error[0] = '\0';
     run_ctx rc = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
     if ((st = mt_plan_ref_make(&ref, d, msg, msg_size)))
