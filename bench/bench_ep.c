@@ -51,36 +51,22 @@ static void *dev_copy(int g, const void *src, size_t bytes)
     return (void *)(uintptr_t)d;
 }
 
-/* The tensors of tokens [t0, t0 + M) and experts [e0, e0 + ne) on GPU g. */
-static mt_moe_tensors tensors_on(int g, const mt_problem_data *d, const mt_problem *p, int64_t t0,
-                                 int64_t M, int64_t e0, int64_t ne)
+/* Tokens [t0, t0 + M) and experts [e0, e0 + ne) of d on GPU g (harness). */
+static void slice_on(int g, const mt_problem_data *d, int64_t t0, int64_t M, int64_t e0,
+                     int64_t ne, mt_rank_slice *sl)
 {
-    size_t w1b, w1s, w1z, w2b, w2s, w2z, es = mt_dtype_size(p->dtype);
-    const size_t E = (size_t)p->E;
-    mt_quant_sizes(p, 0, &w1b, &w1s, &w1z);
-    mt_quant_sizes(p, 1, &w2b, &w2s, &w2z);
-    mt_moe_tensors t = {0};
-    t.hidden = dev_copy(g, (const char *)d->h_hidden + (size_t)(t0 * p->K) * es, (size_t)(M * p->K) * es);
-    t.topk_ids = dev_copy(g, d->h_topk_ids + t0 * p->topk, (size_t)(M * p->topk) * 4);
-    t.topk_weights = dev_copy(g, d->h_topk_weights + t0 * p->topk, (size_t)(M * p->topk) * 4);
-    t.w1 = dev_copy(g, (const char *)d->h_w1 + w1b / E * (size_t)e0, w1b / E * (size_t)ne);
-    t.w2 = dev_copy(g, (const char *)d->h_w2 + w2b / E * (size_t)e0, w2b / E * (size_t)ne);
-    if (w1s) {
-        t.w1_scale = dev_copy(g, d->h_w1_scale + w1s / E * (size_t)e0, w1s / E * (size_t)ne * 4);
-        t.w2_scale = dev_copy(g, d->h_w2_scale + w2s / E * (size_t)e0, w2s / E * (size_t)ne * 4);
+    char msg[256];
+    use(g);
+    if (mt_rank_slice_upload(d, t0, M, e0, ne, sl, msg, sizeof msg)) {
+        fprintf(stderr, "bench_ep: GPU %d: %s\n", g, msg);
+        exit(1);
     }
-    t.out = dev_copy(g, NULL, (size_t)(M * p->K) * es);
-    return t;
 }
 
-static void tensors_free(int g, mt_moe_tensors *t)
+static void slice_free(int g, mt_rank_slice *sl)
 {
     use(g);
-    const void *ptrs[] = {t->hidden, t->topk_ids, t->topk_weights, t->w1, t->w2, t->w1_scale,
-                          t->w2_scale, t->out};
-    for (size_t i = 0; i < MT_ARRAY_LEN(ptrs); i++)
-        if (ptrs[i])
-            mt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ptrs[i]);
+    mt_rank_slice_free(sl);
 }
 
 static double drain(int n)
@@ -105,7 +91,9 @@ static double single_gpu_ms(const mt_problem_data *d, const mt_problem *p, int i
         fprintf(stderr, "bench_ep: single GPU: %s\n", mt_modular_kernel_errmsg(mk));
         goto done;
     }
-    mt_moe_tensors t = tensors_on(0, d, p, 0, p->M, 0, p->E);
+    mt_rank_slice all;
+    slice_on(0, d, 0, p->M, 0, p->E, &all);
+    const mt_moe_tensors t = all.t;
     const size_t wsz = mt_modular_kernel_workspace_size(mk);
     void *ws = dev_copy(0, NULL, wsz);
     mt_status st = MT_OK;
@@ -117,7 +105,7 @@ static double single_gpu_ms(const mt_problem_data *d, const mt_problem *p, int i
     ms = st ? -1 : (drain(1) - t0) * 1e3 / iters;
     use(0);
     mt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ws);
-    tensors_free(0, &t);
+    slice_free(0, &all);
 done:
     mt_modular_kernel_destroy(mk);
     mt_experts_destroy(ex);
@@ -133,6 +121,7 @@ static double ep_ms(const mt_problem_data *d, const mt_problem *p, int64_t M, in
     int devs[MAX_GPUS];
     mt_ep *eps[MAX_GPUS] = {0};
     mt_moe_tensors t[MAX_GPUS];
+    mt_rank_slice sl[MAX_GPUS];
     void *ws[MAX_GPUS] = {0};
     size_t wss[MAX_GPUS];
     int64_t Ms[MAX_GPUS];
@@ -140,6 +129,7 @@ static double ep_ms(const mt_problem_data *d, const mt_problem *p, int64_t M, in
     double ms = -1;
     mt_experts *ex = NULL;
     memset(t, 0, sizeof t);
+    memset(sl, 0, sizeof sl);
     for (int r = 0; r < world; r++)
         devs[r] = r;
     if (mt_ep_comms_create_local(world, devs, comms, msg, sizeof msg)) {
@@ -164,7 +154,8 @@ static double ep_ms(const mt_problem_data *d, const mt_problem *p, int64_t M, in
         }
         int64_t e0, ne;
         mt_ep_local_experts(eps[r], &e0, &ne);
-        t[r] = tensors_on(r, d, p, r * M, M, e0, ne);
+        slice_on(r, d, r * M, M, e0, ne, &sl[r]);
+        t[r] = sl[r].t;
         wss[r] = mt_ep_workspace_size(eps[r]);
         ws[r] = dev_copy(r, NULL, wss[r]);
         Ms[r] = M;
@@ -192,8 +183,8 @@ done:
             use(r);
             mt_cu.cuMemFree((CUdeviceptr)(uintptr_t)ws[r]);
         }
-        if (t[r].w1)
-            tensors_free(r, &t[r]);
+        if (sl[r].nmem)
+            slice_free(r, &sl[r]);
         mt_ep_destroy(eps[r]);
     }
     for (int r = 0; r < world; r++)

@@ -385,7 +385,9 @@ static void route(mt_problem_data *d, mt_routing routing, uint64_t *s)
     free(perm);
 }
 
-static mt_status upload(mt_problem_data *d, const void *src, size_t bytes, const void **dst,
+/* Copy bytes to a new device buffer, remembered in mem[*n] for freeing;
+ * src NULL (or no bytes) leaves *dst NULL. */
+static mt_status upload(CUdeviceptr *mem, int *n, const void *src, size_t bytes, const void **dst,
                         char *msg, size_t msg_size)
 {
     mt_status st = MT_OK;
@@ -395,12 +397,76 @@ static mt_status upload(mt_problem_data *d, const void *src, size_t bytes, const
         return MT_OK;
     }
     MT_CU_TRY(mt_cu.cuMemAlloc(&ptr, bytes), msg, msg_size);
-    d->d_mem[d->nd_mem++] = ptr;
+    mem[(*n)++] = ptr;
     MT_CU_TRY(mt_cu.cuMemcpyHtoD(ptr, src, bytes), msg, msg_size);
     *dst = (const void *)(uintptr_t)ptr;
     return MT_OK;
 fail:
     return st;
+}
+
+mt_status mt_rank_slice_upload(const mt_problem_data *d, int64_t tok0, int64_t M, int64_t e0,
+                               int64_t ne, mt_rank_slice *s, char *msg, size_t msg_size)
+{
+    const mt_problem *p = &d->p;
+    memset(s, 0, sizeof *s);
+    if (tok0 < 0 || M < 0 || tok0 + M > p->M || e0 < 0 || ne < 1 || e0 + ne > p->E)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                       "slice tokens [%lld, +%lld) experts [%lld, +%lld) outside M=%lld E=%lld",
+                       (long long)tok0, (long long)M, (long long)e0, (long long)ne,
+                       (long long)p->M, (long long)p->E);
+    size_t wb[2], ns[2], nz[2];
+    mt_quant_sizes(p, 0, &wb[0], &ns[0], &nz[0]);
+    mt_quant_sizes(p, 1, &wb[1], &ns[1], &nz[1]);
+    const size_t es = mt_dtype_size(p->dtype), E = (size_t)p->E, a = (size_t)e0, n = (size_t)ne;
+    const int64_t rows = M > 0 ? M : 1;   /* a rank without tokens still has buffers */
+    const int64_t t0 = tok0 < p->M ? tok0 : 0;
+    mt_moe_tensors *t = &s->t;
+    mt_status st = MT_OK;
+    if ((st = upload(s->mem, &s->nmem, (const char *)d->h_hidden + (size_t)(t0 * p->K) * es,
+                     (size_t)(rows * p->K) * es, &t->hidden, msg, msg_size)) ||
+        (st = upload(s->mem, &s->nmem, d->h_topk_ids + t0 * p->topk,
+                     (size_t)(rows * p->topk) * 4, (const void **)&t->topk_ids, msg, msg_size)) ||
+        (st = upload(s->mem, &s->nmem, d->h_topk_weights + t0 * p->topk,
+                     (size_t)(rows * p->topk) * 4, (const void **)&t->topk_weights, msg,
+                     msg_size)) ||
+        (st = upload(s->mem, &s->nmem, (const char *)d->h_w1 + wb[0] / E * a, wb[0] / E * n,
+                     &t->w1, msg, msg_size)) ||
+        (st = upload(s->mem, &s->nmem, (const char *)d->h_w2 + wb[1] / E * a, wb[1] / E * n,
+                     &t->w2, msg, msg_size)) ||
+        (ns[0] && (st = upload(s->mem, &s->nmem, d->h_w1_scale + ns[0] / E * a,
+                               ns[0] / E * n * sizeof(float), (const void **)&t->w1_scale, msg,
+                               msg_size))) ||
+        (ns[1] && (st = upload(s->mem, &s->nmem, d->h_w2_scale + ns[1] / E * a,
+                               ns[1] / E * n * sizeof(float), (const void **)&t->w2_scale, msg,
+                               msg_size))) ||
+        (nz[0] && (st = upload(s->mem, &s->nmem, d->h_w1_zero + nz[0] / E * a, nz[0] / E * n,
+                               (const void **)&t->w1_zero, msg, msg_size))) ||
+        (nz[1] && (st = upload(s->mem, &s->nmem, d->h_w2_zero + nz[1] / E * a, nz[1] / E * n,
+                               (const void **)&t->w2_zero, msg, msg_size))) ||
+        (p->quant.static_act_scale &&
+         ((st = upload(s->mem, &s->nmem, &d->h_a_scale[0], sizeof(float),
+                       (const void **)&t->a1_scale, msg, msg_size)) ||
+          (st = upload(s->mem, &s->nmem, &d->h_a_scale[1], sizeof(float),
+                       (const void **)&t->a2_scale, msg, msg_size)))))
+        goto fail;
+    const size_t out_bytes = (size_t)(rows * p->K) * es;
+    CUdeviceptr out = 0;
+    MT_CU_TRY(mt_cu.cuMemAlloc(&out, out_bytes), msg, msg_size);
+    s->mem[s->nmem++] = out;
+    MT_CU_TRY(mt_cu.cuMemsetD8(out, 0xFF, out_bytes), msg, msg_size);
+    t->out = (void *)(uintptr_t)out;
+    return MT_OK;
+fail:
+    mt_rank_slice_free(s);
+    return st;
+}
+
+void mt_rank_slice_free(mt_rank_slice *s)
+{
+    for (int i = 0; i < s->nmem; i++)
+        mt_cu.cuMemFree(s->mem[i]);
+    memset(s, 0, sizeof *s);
 }
 
 mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routing routing,
@@ -535,39 +601,39 @@ mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routi
         const size_t hbytes = batched ? (size_t)(q->local_E * q->max_tokens * q->K) * es
                                       : (size_t)(q->M * q->K) * es;
         const void *tmp = NULL;
-        if ((st = upload(d, d->h.hidden, hbytes, &d->d.hidden, msg, msg_size)) ||
-            (st = upload(d, d->h_w1, w1b, &d->d.w1, msg, msg_size)) ||
-            (st = upload(d, d->h_w2, w2b, &d->d.w2, msg, msg_size)) ||
-            (st = upload(d, d->h_topk_ids, slots * sizeof(int32_t), &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h.hidden, hbytes, &d->d.hidden, msg, msg_size)) ||
+            (st = upload(d->d_mem, &d->nd_mem, d->h_w1, w1b, &d->d.w1, msg, msg_size)) ||
+            (st = upload(d->d_mem, &d->nd_mem, d->h_w2, w2b, &d->d.w2, msg, msg_size)) ||
+            (st = upload(d->d_mem, &d->nd_mem, d->h_topk_ids, slots * sizeof(int32_t), &tmp, msg, msg_size)))
             goto fail;
         d->d.topk_ids = tmp;
-        if ((st = upload(d, d->h_topk_weights, slots * sizeof(float), &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_topk_weights, slots * sizeof(float), &tmp, msg, msg_size)))
             goto fail;
         d->d.topk_weights = tmp;
-        if ((st = upload(d, q->has_expert_map ? d->h_expert_map : NULL,
+        if ((st = upload(d->d_mem, &d->nd_mem, q->has_expert_map ? d->h_expert_map : NULL,
                          (size_t)q->E * sizeof(int32_t), &tmp, msg, msg_size)))
             goto fail;
         d->d.expert_map = tmp;
-        if ((st = upload(d, d->h_counts, (size_t)q->local_E * sizeof(int32_t), &tmp, msg,
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_counts, (size_t)q->local_E * sizeof(int32_t), &tmp, msg,
                          msg_size)))
             goto fail;
         d->d.expert_num_tokens = tmp;
-        if ((st = upload(d, d->h_slot_row, slots * sizeof(int32_t), &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_slot_row, slots * sizeof(int32_t), &tmp, msg, msg_size)))
             goto fail;
         d->d_slot_row = (CUdeviceptr)(uintptr_t)tmp;
-        if ((st = upload(d, d->h_w1_scale, ns1 * sizeof(float), &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_w1_scale, ns1 * sizeof(float), &tmp, msg, msg_size)))
             goto fail;
         d->d.w1_scale = tmp;
-        if ((st = upload(d, d->h_w2_scale, ns2 * sizeof(float), &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_w2_scale, ns2 * sizeof(float), &tmp, msg, msg_size)))
             goto fail;
         d->d.w2_scale = tmp;
-        if ((st = upload(d, d->h_w1_zero, nz1, &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_w1_zero, nz1, &tmp, msg, msg_size)))
             goto fail;
         d->d.w1_zero = tmp;
-        if ((st = upload(d, d->h_w2_zero, nz2, &tmp, msg, msg_size)))
+        if ((st = upload(d->d_mem, &d->nd_mem, d->h_w2_zero, nz2, &tmp, msg, msg_size)))
             goto fail;
         d->d.w2_zero = tmp;
-        if ((st = upload(d, q->quant.static_act_scale ? d->h_a_scale : NULL, 2 * sizeof(float),
+        if ((st = upload(d->d_mem, &d->nd_mem, q->quant.static_act_scale ? d->h_a_scale : NULL, 2 * sizeof(float),
                          &tmp, msg, msg_size)))
             goto fail;
         d->d.a1_scale = tmp;

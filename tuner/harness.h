@@ -68,6 +68,21 @@ mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routi
                                uint64_t seed, int upload, char *msg, size_t msg_size);
 void mt_problem_data_free(mt_problem_data *d);
 
+/* What one rank of expert parallelism holds of a problem's data, on the
+ * current context's GPU: tokens [tok0, tok0 + M) (hidden, topk ids and
+ * weights; one row of buffers when M = 0), experts [e0, e0 + ne) of w1/w2
+ * with their scales and zero points, and out [M, K] poisoned with NaN
+ * bytes. The whole problem is the slice (0, p.M, 0, p.E). */
+typedef struct mt_rank_slice {
+    mt_moe_tensors t;        /* device pointers (standard layout) */
+    CUdeviceptr mem[12];
+    int nmem;
+} mt_rank_slice;
+mt_status mt_rank_slice_upload(const mt_problem_data *d, int64_t tok0, int64_t M, int64_t e0,
+                               int64_t ne, mt_rank_slice *s, char *msg, size_t msg_size);
+/* Free (on the current context); a zeroed slice is a no-op. */
+void mt_rank_slice_free(mt_rank_slice *s);
+
 /*
  * Quantize one expert's fp32 weight matrix w [rows, cols] (the GEMM reduces
  * over cols) as p's quant mode stores it, into q (rows*cols bytes; w4a16:

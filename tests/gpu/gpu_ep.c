@@ -101,36 +101,25 @@ static int reference(const mt_problem_data *d, const mt_problem *p, uint16_t *ou
         report(0, "reference modular kernel", mt_modular_kernel_errmsg(mk));
         goto done;
     }
-    size_t w1b, w1s, w1z, w2b, w2s, w2z, es = mt_dtype_size(p->dtype);
-    mt_quant_sizes(p, 0, &w1b, &w1s, &w1z);
-    mt_quant_sizes(p, 1, &w2b, &w2s, &w2z);
-    CUdeviceptr mem[9];
-    int nm = 0;
-    mt_moe_tensors t = {0};
-    t.hidden = dptr(mem[nm++] = upload(0, d->h_hidden, (size_t)(p->M * p->K) * es));
-    t.w1 = dptr(mem[nm++] = upload(0, d->h_w1, w1b));
-    t.w2 = dptr(mem[nm++] = upload(0, d->h_w2, w2b));
-    t.topk_ids = dptr(mem[nm++] = upload(0, d->h_topk_ids, (size_t)(p->M * p->topk) * 4));
-    t.topk_weights = dptr(mem[nm++] = upload(0, d->h_topk_weights, (size_t)(p->M * p->topk) * 4));
-    if (w1s) {
-        t.w1_scale = dptr(mem[nm++] = upload(0, d->h_w1_scale, w1s * 4));
-        t.w2_scale = dptr(mem[nm++] = upload(0, d->h_w2_scale, w2s * 4));
-    }
-    CUdeviceptr o = mem[nm++] = upload(0, NULL, (size_t)(p->M * p->K) * es);
-    t.out = dptr(o);
-    CUdeviceptr ws = mem[nm++] = upload(0, NULL, mt_modular_kernel_workspace_size(mk));
-    st = mt_modular_kernel_run(mk, p->M, &t, dptr(ws), mt_modular_kernel_workspace_size(mk),
+    const size_t es = mt_dtype_size(p->dtype);
+    char msg[256];
+    mt_rank_slice all;
+    use(0);
+    assert_int_equal(mt_rank_slice_upload(d, 0, p->M, 0, p->E, &all, msg, sizeof msg), MT_OK);
+    CUdeviceptr ws = upload(0, NULL, mt_modular_kernel_workspace_size(mk));
+    st = mt_modular_kernel_run(mk, p->M, &all.t, dptr(ws), mt_modular_kernel_workspace_size(mk),
                                streams[0]);
     use(0);
     if (!st && mt_cu.cuStreamSynchronize(streams[0]) != CUDA_SUCCESS)
         st = MT_ERR_CUDA;
     if (!st)
-        assert_int_equal(mt_cu.cuMemcpyDtoH(out, o, (size_t)(p->M * p->K) * es), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemcpyDtoH(out, (CUdeviceptr)(uintptr_t)all.t.out,
+                                            (size_t)(p->M * p->K) * es), CUDA_SUCCESS);
     else
         report(0, "reference run", mt_modular_kernel_errmsg(mk));
-    for (int i = 0; i < nm; i++)
-        if (mem[i])
-            mt_cu.cuMemFree(mem[i]);
+    if (ws)
+        mt_cu.cuMemFree(ws);
+    mt_rank_slice_free(&all);
 done:
     mt_modular_kernel_destroy(mk);
     mt_experts_destroy(ex);
@@ -138,49 +127,35 @@ done:
     return st == MT_OK;
 }
 
-/* What one rank holds on its GPU. */
+/* What one rank holds on its GPU: its slice of the problem (harness) and
+ * the EP workspace. A rank without tokens passes NULL token pointers (the
+ * EP call accepts both). */
 typedef struct rank_mem {
-    CUdeviceptr mem[10];
-    int nm;
+    mt_rank_slice s;
     CUdeviceptr out, ws;
     size_t ws_size;
     mt_moe_tensors t;
 } rank_mem;
 
-static void rank_upload(int r, const mt_problem_data *d, const mt_problem *p, int64_t tok0,
-                        int64_t M, int64_t e0, int64_t ne, rank_mem *m)
+static void rank_upload(int r, const mt_problem_data *d, int64_t tok0, int64_t M, int64_t e0,
+                        int64_t ne, rank_mem *m)
 {
-    size_t w1b, w1s, w1z, w2b, w2s, w2z, es = mt_dtype_size(p->dtype);
-    mt_quant_sizes(p, 0, &w1b, &w1s, &w1z);
-    mt_quant_sizes(p, 1, &w2b, &w2s, &w2z);
-    const size_t E = (size_t)p->E;
-    const int64_t Mu = M > 0 ? M : 1;   /* a rank without tokens still has buffers */
+    char msg[256];
     memset(m, 0, sizeof *m);
-    m->t.hidden = dptr(m->mem[m->nm++] = upload(r, (const char *)d->h_hidden + (size_t)(tok0 * p->K) * es,
-                                                (size_t)(Mu * p->K) * es));
-    m->t.topk_ids = dptr(m->mem[m->nm++] = upload(r, d->h_topk_ids + tok0 * p->topk, (size_t)(Mu * p->topk) * 4));
-    m->t.topk_weights = dptr(m->mem[m->nm++] = upload(r, d->h_topk_weights + tok0 * p->topk, (size_t)(Mu * p->topk) * 4));
-    m->t.w1 = dptr(m->mem[m->nm++] = upload(r, (const char *)d->h_w1 + w1b / E * (size_t)e0, w1b / E * (size_t)ne));
-    m->t.w2 = dptr(m->mem[m->nm++] = upload(r, (const char *)d->h_w2 + w2b / E * (size_t)e0, w2b / E * (size_t)ne));
-    if (w1s) {
-        m->t.w1_scale = dptr(m->mem[m->nm++] = upload(r, d->h_w1_scale + w1s / E * (size_t)e0, w1s / E * (size_t)ne * 4));
-        m->t.w2_scale = dptr(m->mem[m->nm++] = upload(r, d->h_w2_scale + w2s / E * (size_t)e0, w2s / E * (size_t)ne * 4));
-    }
-    m->out = m->mem[m->nm++] = upload(r, NULL, (size_t)(Mu * p->K) * es);
-    m->ws = 0;
-    assert_int_equal(mt_cu.cuMemsetD8(m->out, 0xff, (size_t)(Mu * p->K) * es), CUDA_SUCCESS);   /* NaN */
-    m->t.out = dptr(m->out);
+    use(r);
+    if (mt_rank_slice_upload(d, tok0, M, e0, ne, &m->s, msg, sizeof msg))
+        fail_msg("rank %d: %s", r, msg);
+    m->t = m->s.t;
+    m->out = (CUdeviceptr)(uintptr_t)m->t.out;
     if (M == 0)
         m->t.hidden = m->t.out = NULL, m->t.topk_ids = NULL, m->t.topk_weights = NULL;
 }
 
 static void rank_free(int r, rank_mem *m)
 {
-    if (m->nm || m->ws)
+    if (m->s.nmem || m->ws)
         use(r);
-    for (int i = 0; i < m->nm; i++)
-        if (m->mem[i])
-            mt_cu.cuMemFree(m->mem[i]);
+    mt_rank_slice_free(&m->s);
     if (m->ws)
         mt_cu.cuMemFree(m->ws);
 }
@@ -246,7 +221,7 @@ static void run_case(const ep_case *c, int world, int64_t capacity, uint64_t see
         }
         int64_t e0, ne;
         mt_ep_local_experts(eps[r], &e0, &ne);
-        rank_upload(r, &d, &p, tok0[r], M[r], e0, ne, &m[r]);
+        rank_upload(r, &d, tok0[r], M[r], e0, ne, &m[r]);
         m[r].ws_size = mt_ep_workspace_size(eps[r]);
         use(r);
         assert_int_equal(mt_cu.cuMemAlloc(&m[r].ws, m[r].ws_size), CUDA_SUCCESS);
@@ -355,7 +330,7 @@ static void graph_case(mt_act_format fmt)
         report(0, what, msg);
         goto done;
     }
-    rank_upload(0, &d, &p, 0, p.M, 0, p.E, &m);
+    rank_upload(0, &d, 0, p.M, 0, p.E, &m);
     m.ws_size = mt_ep_workspace_size(ep);
     use(0);
     assert_int_equal(mt_cu.cuMemAlloc(&m.ws, m.ws_size), CUDA_SUCCESS);
