@@ -227,18 +227,6 @@ static mt_status gpu_pipeline(void *self, const mt_variant *g1, const mt_variant
     return MT_OK;
 }
 
-typedef struct run_ctx {
-    gpu_backend *b;
-    const mt_moe_plan *plan;
-} run_ctx;
-
-static mt_status enqueue(void *ctx, CUstream stream, char *msg, size_t msg_size)
-{
-    run_ctx *c = ctx;
-    return mt_moe_run(c->plan, &c->b->d.p, &c->b->d.d, c->b->ws, c->b->ws_size, stream, msg,
-                      msg_size);
-}
-
 /* Hang injection: an endless kernel ahead of the candidate on the same
  * stream, so the check never returns and only the supervisor's
  * per-candidate timeout ends it (by killing this process). */
@@ -290,9 +278,9 @@ static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant 
     if (!out->ok)
         return MT_OK;
     out->ok = 0;   /* set again once timed */
-    run_ctx c = {b, &plan};
+    mt_plan_call c = {&plan, &b->d.p, &b->d.d, b->ws, b->ws_size};
     mt_timing t;
-    if ((st = mt_time(&b->timer, enqueue, &c, &t, msg, msg_size)))
+    if ((st = mt_time(&b->timer, mt_plan_call_enqueue, &c, &t, msg, msg_size)))
         return st;
     out->ok = 1;
     out->time_us = t.median_us;

@@ -24,20 +24,6 @@
 #include "tuner/timing.h"
 #include "tuner/tuned_plan.h"
 
-typedef struct run_ctx {
-    const mt_moe_plan *plan;
-    const mt_problem *p;
-    const mt_moe_tensors *t;
-    CUdeviceptr ws;
-    size_t ws_size;
-} run_ctx;
-
-static mt_status enqueue_plan(void *ctx, CUstream stream, char *msg, size_t msg_size)
-{
-    run_ctx *c = ctx;
-    return mt_moe_run(c->plan, c->p, c->t, c->ws, c->ws_size, stream, msg, msg_size);
-}
-
 /* The untuned default: the rule the runtime falls back to. */
 static int is_untuned_default(const mt_variant *v, const mt_problem *p)
 {
@@ -130,10 +116,10 @@ static mt_status time_candidates(const mt_kernel_set *set, mt_problem_data *d, m
         mt_moe_plan plan;
         if ((st = mt_plan_compose(set, &d->p, v->name, &plan, msg, msg_size)))
             goto fail;
-        run_ctx c = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
+        mt_plan_call c = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
         MT_CU_TRY(mt_cu.cuMemAlloc(&c.ws, c.ws_size), msg, msg_size);
         mt_timing tg;
-        st = mt_time(tm, enqueue_plan, &c, &tg, msg, msg_size);
+        st = mt_time(tm, mt_plan_call_enqueue, &c, &tg, msg, msg_size);
         mt_cu.cuMemFree(c.ws);
         if (st)
             goto fail;
@@ -192,7 +178,7 @@ static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_proble
     if (st)
         return MT_OK;
     r->tuned_error[0] = '\0';
-    run_ctx rc = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
+    mt_plan_call rc = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
     if ((st = mt_plan_ref_make(&ref, d, msg, msg_size)))
         goto done;
     MT_CU_TRY(mt_cu.cuMemAlloc(&rc.ws, rc.ws_size), msg, msg_size);
@@ -204,7 +190,7 @@ static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_proble
         goto fail;
     }
     mt_timing tg;
-    if ((st = mt_time(tm, enqueue_plan, &rc, &tg, msg, msg_size)))
+    if ((st = mt_time(tm, mt_plan_call_enqueue, &rc, &tg, msg, msg_size)))
         goto fail;
     r->tuned.us = tg.median_us;
     r->tuned.min_us = tg.min_us;

@@ -45,6 +45,12 @@ void mt_plan_ref_free(mt_plan_ref *r)
     memset(r, 0, sizeof *r);
 }
 
+mt_status mt_plan_call_enqueue(void *call, CUstream stream, char *msg, size_t msg_size)
+{
+    const mt_plan_call *c = call;
+    return mt_moe_run(c->plan, c->p, c->t, c->ws, c->ws_size, stream, msg, msg_size);
+}
+
 mt_status mt_plan_check(const mt_plan_ref *r, const mt_moe_plan *plan, const mt_problem_data *d,
                         const mt_moe_tensors *t, CUdeviceptr ws, size_t ws_size, CUstream stream,
                         mt_enqueue_fn before, void *before_ctx, mt_measure *out, char *msg,

@@ -42,6 +42,17 @@ void mt_plan_ref_free(mt_plan_ref *r);
  * out->reason says why; out->time_us is left 0. A status other than MT_OK
  * means the run itself failed (a CUDA error, a device-side check).
  */
+/* One mt_moe_run call as an mt_enqueue_fn context (for mt_time): the
+ * tuner's candidates and the bench's pipelines are timed through it. */
+typedef struct mt_plan_call {
+    const mt_moe_plan *plan;
+    const mt_problem *p;
+    const mt_moe_tensors *t;
+    CUdeviceptr ws;
+    size_t ws_size;
+} mt_plan_call;
+mt_status mt_plan_call_enqueue(void *call, CUstream stream, char *msg, size_t msg_size);
+
 mt_status mt_plan_check(const mt_plan_ref *r, const mt_moe_plan *plan, const mt_problem_data *d,
                         const mt_moe_tensors *t, CUdeviceptr ws, size_t ws_size, CUstream stream,
                         mt_enqueue_fn before, void *before_ctx, mt_measure *out, char *msg,
