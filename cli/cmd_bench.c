@@ -92,6 +92,12 @@ int mt_cmd_bench(int argc, char **argv)
     }
     if (!mt_shape_args_finish(&sa, "bench"))
         return MT_EXIT_USAGE;
+    for (int i = 1; svg && i < nM; i++)
+        if (Ms[i] <= Ms[i - 1]) {   /* said now, not after the GPU work */
+            fprintf(stderr, "moetune bench: --svg needs increasing --M values (%lld after %lld)\n",
+                    (long long)Ms[i], (long long)Ms[i - 1]);
+            return MT_EXIT_USAGE;
+        }
     mt_bench_opts o = {.shape = sa.shape, .label = sa.label, .Ms = Ms, .nM = nM,
                        .reps = (int)reps, .warmup = 3, .max_candidates = (int)max_candidates,
                        .pipeline_only = pipeline_only, .db_path = db};
