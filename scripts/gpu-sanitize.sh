@@ -29,6 +29,12 @@ export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
 tools=${MT_SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}
 programs=${MT_SANITIZE_PROGRAMS:-gpu_moe gpu_quant gpu_runtime}
 budget=${MT_SANITIZE_BUDGET:-360}
+# The warpgroup-MMA kernels: compute-sanitizer's --check-warpgroup-mma, where
+# this version of it has the option (added 2 December, not yet run).
+wgmma_check=""
+if compute-sanitizer --help 2>/dev/null | grep -q -- --check-warpgroup-mma; then
+  wgmma_check="--check-warpgroup-mma yes"
+fi
 limit_of() {   # racecheck is the slow one; these fit it with room
   case $1 in
     gpu_moe) echo "${MT_SANITIZE_TIMEOUT_GPU_MOE:-120}" ;;
@@ -52,7 +58,8 @@ for tool in $tools; do
       continue
     fi
     start=$(date +%s)
-    timeout "$lim" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    # shellcheck disable=SC2086 # $wgmma_check is zero or two words
+    timeout "$lim" compute-sanitizer --tool "$tool" $wgmma_check --error-exitcode 9 \
       ".gpu/bin/$prog" >"$log" 2>&1
     r=$?
     secs=$(( $(date +%s) - start ))
