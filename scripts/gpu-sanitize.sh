@@ -37,7 +37,7 @@ if compute-sanitizer --help 2>/dev/null | grep -q -- --check-warpgroup-mma; then
 fi
 limit_of() {   # racecheck is the slow one; these fit it with room
   case $1 in
-    gpu_moe) echo "${MT_SANITIZE_TIMEOUT_GPU_MOE:-120}" ;;
+    gpu_moe) echo "${MT_SANITIZE_TIMEOUT_GPU_MOE:-200}" ;;
     gpu_quant) echo "${MT_SANITIZE_TIMEOUT_GPU_QUANT:-180}" ;;
     gpu_runtime) echo "${MT_SANITIZE_TIMEOUT_GPU_RUNTIME:-120}" ;;
     *) echo 120 ;;
