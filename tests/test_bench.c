@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "support.h"
+#include "tests/db_fixture.h"
+#include "tests/support.h"
 
 #include "common/json.h"
 #include "common/util.h"
@@ -22,47 +23,6 @@
 
 #define SKU "NVIDIA H200"
 #define OTHER_SKU "NVIDIA H100 80GB HBM3"
-
-static int64_t put_prov(mt_db *db, const char *sku, const char *cc)
-{
-    mt_db_provenance p;
-    memset(&p, 0, sizeof p);
-    mt_strlcpy(p.sku, sku, sizeof p.sku);
-    mt_strlcpy(p.cc, cc, sizeof p.cc);
-    mt_strlcpy(p.moetune_version, mt_version(), sizeof p.moetune_version);
-    mt_strlcpy(p.template_hash, mt_template_hash(), sizeof p.template_hash);
-    int64_t id = 0;
-    if (mt_db_put_provenance(db, &p, &id))
-        fail_msg("%s", mt_db_errmsg(db));
-    return id;
-}
-
-/* An entry whose gemm1 name says which one it is. */
-static void put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc, int64_t M,
-                      const char *tag)
-{
-    mt_db_entry e;
-    memset(&e, 0, sizeof e);
-    assert_int_equal(mt_db_key_from_problem(p, sku, NULL, &e.key), MT_OK);
-    e.M = M;
-    char text[512], msg[256];
-    snprintf(text, sizeof text,
-             "backend=moetune;arch=sm_90a;align=mtk_a;gemm1=mtk_%s;gemm2=mtk_g2;reduce=mtk_r", tag);
-    assert_int_equal(mt_db_pipeline_parse(text, &e.pipeline, msg, sizeof msg), MT_OK);
-    e.time_us = 10;
-    e.default_time_us = 20;
-    e.cublas_time_us = MT_DB_NO_TIME;
-    if (mt_db_put_entry(db, &e, put_prov(db, sku, cc), NULL))
-        fail_msg("%s", mt_db_errmsg(db));
-}
-
-static mt_db *open_db(const char *path, int flags)
-{
-    mt_db *db = NULL;
-    if (mt_db_open(path, flags, &db))
-        fail_msg("%s", mt_db_errmsg(db));
-    return db;
-}
 
 static void machine(mt_rt_machine *m, const char *sku)
 {
@@ -84,12 +44,12 @@ static void test_lookup(void **state)
     other.K = 4096;
     h100_only = p;
     h100_only.E = 128;
-    mt_db *w = open_db(path, MT_DB_CREATE);
-    put_entry(w, &p, SKU, "9.0", 64, "m64");
-    put_entry(w, &p, SKU, "9.0", 1024, "m1024");
-    put_entry(w, &h100_only, OTHER_SKU, "9.0", 32, "h100");
+    mt_db *w = mt_fix_open_db(path, MT_DB_CREATE);
+    mt_fix_put_entry(w, &p, SKU, "9.0", 64, "m64", mt_template_hash());
+    mt_fix_put_entry(w, &p, SKU, "9.0", 1024, "m1024", mt_template_hash());
+    mt_fix_put_entry(w, &h100_only, OTHER_SKU, "9.0", 32, "h100", mt_template_hash());
     mt_db_close(w);
-    mt_db *db = open_db(path, MT_DB_READONLY);
+    mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
     mt_rt_machine m;
     machine(&m, SKU);
     mt_tuned_choice c;

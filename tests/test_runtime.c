@@ -5,6 +5,7 @@
  * argument validation and destroy(NULL).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "tests/db_fixture.h"
 #include "tests/support.h"
 
 #include <stdio.h>
@@ -308,51 +309,6 @@ static void test_default_tile_rule(void **state)
 
 /* ---- lookup order ---- */
 
-static int64_t put_prov(mt_db *db, const char *sku, const char *cc, const char *hash)
-{
-    mt_db_provenance p;
-    memset(&p, 0, sizeof p);
-    mt_strlcpy(p.sku, sku, sizeof p.sku);
-    mt_strlcpy(p.cc, cc, sizeof p.cc);
-    mt_strlcpy(p.driver_version, "13.0", sizeof p.driver_version);
-    mt_strlcpy(p.cuda_version, "13.0", sizeof p.cuda_version);
-    mt_strlcpy(p.nvrtc_version, "13.0", sizeof p.nvrtc_version);
-    mt_strlcpy(p.moetune_version, mt_version(), sizeof p.moetune_version);
-    mt_strlcpy(p.template_hash, hash, sizeof p.template_hash);
-    int64_t id = 0;
-    if (mt_db_put_provenance(db, &p, &id))
-        fail_msg("%s", mt_db_errmsg(db));
-    return id;
-}
-
-/* An entry whose gemm1 kernel name says where it came from. */
-static void put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc,
-                      int64_t M, const char *tag, const char *hash)
-{
-    mt_db_entry e;
-    memset(&e, 0, sizeof e);
-    assert_int_equal(mt_db_key_from_problem(p, sku, NULL, &e.key), MT_OK);
-    e.M = M;
-    char text[512];
-    snprintf(text, sizeof text,
-             "backend=moetune;arch=sm_90a;align=mtk_a;gemm1=mtk_%s;gemm2=mtk_g2;reduce=mtk_r", tag);
-    char msg[256];
-    assert_int_equal(mt_db_pipeline_parse(text, &e.pipeline, msg, sizeof msg), MT_OK);
-    e.time_us = 10;
-    e.default_time_us = 20;
-    e.cublas_time_us = MT_DB_NO_TIME;
-    if (mt_db_put_entry(db, &e, put_prov(db, sku, cc, hash), NULL))
-        fail_msg("%s", mt_db_errmsg(db));
-}
-
-static mt_db *open_db(const char *path, int flags)
-{
-    mt_db *db = NULL;
-    if (mt_db_open(path, flags, &db))
-        fail_msg("%s", mt_db_errmsg(db));
-    return db;
-}
-
 static const char *gemm1_of(const mt_rt_choice *c)
 {
     return mt_db_pipeline_kernel(&c->pipeline, "gemm1");
@@ -372,17 +328,18 @@ static void test_lookup_order(void **state)
     p3 = p;
     p3.K = 4096;
     const char *hash = mt_template_hash();
-    mt_db *w = open_db(sys_path, MT_DB_CREATE);
-    put_entry(w, &p, SKU, "9.0", 16, "sys16", hash);
-    put_entry(w, &p, SKU, "9.0", 256, "sys256", hash);
-    put_entry(w, &p2, OTHER_SKU, "9.0", 32, "cc32", hash);     /* only another SKU */
-    put_entry(w, &p3, "NVIDIA A100", "8.0", 32, "a100", hash); /* another cc */
+    mt_db *w = mt_fix_open_db(sys_path, MT_DB_CREATE);
+    mt_fix_put_entry(w, &p, SKU, "9.0", 16, "sys16", hash);
+    mt_fix_put_entry(w, &p, SKU, "9.0", 256, "sys256", hash);
+    mt_fix_put_entry(w, &p2, OTHER_SKU, "9.0", 32, "cc32", hash);     /* only another SKU */
+    mt_fix_put_entry(w, &p3, "NVIDIA A100", "8.0", 32, "a100", hash); /* another cc */
     mt_db_close(w);
-    w = open_db(user_path, MT_DB_CREATE);
-    put_entry(w, &p, SKU, "9.0", 64, "user64", "0000stale");
+    w = mt_fix_open_db(user_path, MT_DB_CREATE);
+    mt_fix_put_entry(w, &p, SKU, "9.0", 64, "user64", "0000stale");
     mt_db_close(w);
 
-    mt_db *dbs[2] = {open_db(user_path, MT_DB_READONLY), open_db(sys_path, MT_DB_READONLY)};
+    mt_db *dbs[2] = {mt_fix_open_db(user_path, MT_DB_READONLY),
+                     mt_fix_open_db(sys_path, MT_DB_READONLY)};
     mt_rt_machine m;
     memset(&m, 0, sizeof m);
     mt_strlcpy(m.sku, SKU, sizeof m.sku);

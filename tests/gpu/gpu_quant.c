@@ -47,6 +47,35 @@ static int env_flag(const char *name)
     return v && atoi(v);
 }
 
+/* Whether quant mode qm runs on this GPU (fp8 needs sm_89+); says why not. */
+static int mode_runs_here(mt_quant_mode qm, int sm)
+{
+    if (fp8_mode(qm) && sm > 0 && sm < 89) {
+        printf("SKIP %s: no fp8 tensor cores on %s\n", mt_quant_mode_name(qm), mt_gpu_arch(&mm_gpu));
+        return 0;
+    }
+    return 1;
+}
+
+/* Weight-only group size for case idx: 32, 64 or 128 in turn, halved until
+ * it divides K and N (w2 is grouped along N); 0 for other modes. */
+static int group_for(int wonly, int idx, int64_t K, int64_t N)
+{
+    static const int groups[] = {32, 64, 128};
+    int group = wonly ? groups[idx % 3] : 0;
+    while (group && (K % group || N % group))
+        group /= 2;
+    return group;
+}
+
+/* The matrix's summary line and verdict. */
+static void matrix_done(double t0, const char *tag)
+{
+    printf("matrix: %d checks, %d failed, %.1f s%s\n", mm_runs, mm_failures, mt_now() - t0, tag);
+    assert_true(mm_runs > 0);
+    assert_int_equal(mm_failures, 0);
+}
+
 /* MT_GPU_QUANT_SMALL=1: per quant mode, the 8 combinations of dtype x format
  * x activation, because mm_run_case runs the store and the activation
  * epilogue of every default tile of the case's (dtype, quant, format): so
@@ -60,23 +89,18 @@ static void small_matrix(int sm)
     static const struct { int64_t M, E, topk, K, N; } shapes[] = {
         {33, 8, 2, 256, 128}, {64, 16, 4, 320, 192}, {7, 1, 1, 128, 64}, {1, 8, 2, 256, 128},
     };
-    static const int groups[] = {32, 64, 128};
     int idx = 0;
     for (int q = 1; q < MT_QUANT_COUNT_; q++) {
         const mt_quant_mode qm = (mt_quant_mode)q;
-        if (fp8_mode(qm) && sm > 0 && sm < 89) {
-            printf("SKIP %s: no fp8 tensor cores on %s\n", mt_quant_mode_name(qm), mt_gpu_arch(&mm_gpu));
+        if (!mode_runs_here(qm, sm))
             continue;
-        }
         const int wonly = mt_quant_is_weight_only(qm);
         const int tensor = mt_quant_granularity(qm) == MT_GRAN_TENSOR;
         for (int combo = 0; combo < 8; combo++, idx++) {
             const size_t s = (size_t)(idx % 4);
             /* on for half the cases of each dtype and each format */
             const int alt = (combo ^ (combo >> 1)) & 1;
-            int group = wonly ? groups[idx % 3] : 0;
-            while (group && (shapes[s].K % group || shapes[s].N % group))
-                group /= 2;
+            const int group = group_for(wonly, idx, shapes[s].K, shapes[s].N);
             qcase c = {shapes[s].M, shapes[s].E, shapes[s].topk, shapes[s].K, shapes[s].N, qm,
                        group, wonly && alt, tensor && alt,
                        combo & 1 ? MT_DTYPE_FP16 : MT_DTYPE_BF16,
@@ -97,10 +121,7 @@ static void test_matrix(void **state)
     double t0 = mt_now();
     if (env_flag("MT_GPU_QUANT_SMALL")) {
         small_matrix(sm);
-        printf("matrix: %d checks, %d failed, %.1f s (small)\n", mm_runs, mm_failures,
-               mt_now() - t0);
-        assert_true(mm_runs > 0);
-        assert_int_equal(mm_failures, 0);
+        matrix_done(t0, " (small)");
         return;
     }
     /* Shapes: small, partial 128-blocks along K and N (K=320, N=192), a
@@ -111,23 +132,17 @@ static void test_matrix(void **state)
         {1, 8, 2, 2048, 768},  {256, 128, 8, 2048, 768}, {7, 1, 1, 128, 64},
         {1024, 256, 8, 1024, 512}, {4096, 128, 8, 512, 256},
     };
-    static const int groups[] = {32, 64, 128};
     int idx = 0;
     for (int q = 1; q < MT_QUANT_COUNT_; q++) {
         const mt_quant_mode qm = (mt_quant_mode)q;
-        if (fp8_mode(qm) && sm > 0 && sm < 89) {
-            printf("SKIP %s: no fp8 tensor cores on %s\n", mt_quant_mode_name(qm), mt_gpu_arch(&mm_gpu));
+        if (!mode_runs_here(qm, sm))
             continue;
-        }
         const int wonly = mt_quant_is_weight_only(qm);
         const int tensor = mt_quant_granularity(qm) == MT_GRAN_TENSOR;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++, idx++) {
             if (quick && s % 2)
                 continue;
-            int group = wonly ? groups[idx % 3] : 0;
-            /* groups divide K and N (w2 is grouped along N) */
-            while (group && (shapes[s].K % group || shapes[s].N % group))
-                group /= 2;
+            const int group = group_for(wonly, idx, shapes[s].K, shapes[s].N);
             qcase c = {shapes[s].M, shapes[s].E, shapes[s].topk, shapes[s].K, shapes[s].N, qm,
                        group, wonly && (idx / 2) % 2, tensor && s == 2,
                        idx % 3 == 1 ? MT_DTYPE_FP16 : MT_DTYPE_BF16,
@@ -153,9 +168,7 @@ static void test_matrix(void **state)
             mm_run_case(&c, 700u + (uint64_t)idx);
         }
     }
-    printf("matrix: %d checks, %d failed, %.1f s\n", mm_runs, mm_failures, mt_now() - t0);
-    assert_true(mm_runs > 0);
-    assert_int_equal(mm_failures, 0);
+    matrix_done(t0, "");
 }
 
 /* fp8 is refused with MT_ERR_UNSUPPORTED, not run, on a GPU without fp8

@@ -1,0 +1,57 @@
+/*
+ * Tuned-database fixtures for the CPU tests (see db_fixture.h).
+ */
+#include "db_fixture.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "moetune/moetune.h"
+
+mt_db *mt_fix_open_db(const char *path, int flags)
+{
+    mt_db *db = NULL;
+    if (mt_db_open(path, flags, &db))
+        fail_msg("%s", mt_db_errmsg(db));
+    return db;
+}
+
+int64_t mt_fix_put_prov(mt_db *db, const char *sku, const char *cc, const char *hash)
+{
+    mt_db_provenance p;
+    memset(&p, 0, sizeof p);
+    mt_strlcpy(p.sku, sku, sizeof p.sku);
+    mt_strlcpy(p.cc, cc, sizeof p.cc);
+    mt_strlcpy(p.driver_version, "13.0", sizeof p.driver_version);
+    mt_strlcpy(p.cuda_version, "13.0", sizeof p.cuda_version);
+    mt_strlcpy(p.nvrtc_version, "13.0", sizeof p.nvrtc_version);
+    mt_strlcpy(p.moetune_version, mt_version(), sizeof p.moetune_version);
+    mt_strlcpy(p.template_hash, hash, sizeof p.template_hash);
+    int64_t id = 0;
+    if (mt_db_put_provenance(db, &p, &id))
+        fail_msg("%s", mt_db_errmsg(db));
+    return id;
+}
+
+void mt_fix_put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc, int64_t M,
+                      const char *tag, const char *hash)
+{
+    mt_db_entry e;
+    memset(&e, 0, sizeof e);
+    assert_int_equal(mt_db_key_from_problem(p, sku, NULL, &e.key), MT_OK);
+    e.M = M;
+    char text[512], msg[256];
+    snprintf(text, sizeof text,
+             "backend=moetune;arch=sm_90a;align=mtk_a;gemm1=mtk_%s;gemm2=mtk_g2;reduce=mtk_r", tag);
+    assert_int_equal(mt_db_pipeline_parse(text, &e.pipeline, msg, sizeof msg), MT_OK);
+    e.time_us = 10;
+    e.default_time_us = 20;
+    e.cublas_time_us = MT_DB_NO_TIME;
+    if (mt_db_put_entry(db, &e, mt_fix_put_prov(db, sku, cc, hash), NULL))
+        fail_msg("%s", mt_db_errmsg(db));
+}

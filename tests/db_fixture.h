@@ -1,0 +1,23 @@
+/*
+ * Tuned-database fixtures shared by the CPU tests of lookup (test_runtime)
+ * and of the bench's tuned column (test_bench): a provenance row, an entry
+ * whose gemm1 name tells which one it is, and an open that fails the test.
+ */
+#ifndef MT_TESTS_DB_FIXTURE_H
+#define MT_TESTS_DB_FIXTURE_H
+
+#include <stdint.h>
+#include "moetune/db.h"
+#include "moetune/problem.h"
+
+/* Open path with flags (MT_DB_CREATE, MT_DB_READONLY); fails the test on error. */
+mt_db *mt_fix_open_db(const char *path, int flags);
+/* A provenance row: sku, cc, driver/CUDA/NVRTC "13.0", this moetune and
+ * template hash `hash`; returns its id. */
+int64_t mt_fix_put_prov(mt_db *db, const char *sku, const char *cc, const char *hash);
+/* A moetune entry for p at M on sku/cc: align mtk_a, gemm1 mtk_<tag>, gemm2
+ * mtk_g2, reduce mtk_r; 10 us tuned, 20 us default, under that provenance. */
+void mt_fix_put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc, int64_t M,
+                      const char *tag, const char *hash);
+
+#endif
