@@ -335,6 +335,14 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
                      CUdeviceptr workspace, size_t workspace_size, CUstream stream, char *msg,
                      size_t msg_size)
 {
+    return mt_moe_run_steps(plan, p, t, workspace, workspace_size, MT_STEPS_EVERY, stream, msg,
+                            msg_size);
+}
+
+mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                           CUdeviceptr workspace, size_t workspace_size, unsigned steps,
+                           CUstream stream, char *msg, size_t msg_size)
+{
     mt_status st = mt_moe_plan_check(plan, p, msg, msg_size);
     if (st)
         return st;
@@ -375,9 +383,10 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
     void *c3 = standard ? base + L.c3 : t->out;
     const int on_input = standard && p->apply_router_weight_on_input;
 
-    MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, WS_FLAGS, stream), msg,
-              msg_size);
-    if (standard) {
+    if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
+        MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, WS_FLAGS, stream), msg,
+                  msg_size);
+    if (standard && (steps & MT_STEP_BIT(MT_STEP_ALIGN))) {
         mt_align_args al = {
             .topk_ids = t->topk_ids, .expert_map = emap,
             .sorted_ids = (int32_t *)(base + L.sorted_ids),
@@ -393,7 +402,7 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
         .topk_ids = standard ? t->topk_ids : NULL, .expert_map = emap,
         .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
         .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
-    if (w8a8) {
+    if (w8a8 && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
         mt_quant_args q1 = qa;
         q1.in = t->hidden;
         q1.q = (uint8_t *)(base + L.q1);
@@ -426,11 +435,13 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
         .a_scale = w8a8 ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size};
-    if ((st = launch(&plan->step[MT_STEP_GEMM1],
+    if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
+        (st = launch(&plan->step[MT_STEP_GEMM1],
                      gemm_grid(&plan->step[MT_STEP_GEMM1], &L, fused ? p->N : 2 * p->N), &g1,
                      stream, msg, msg_size)))
         return st;
-    if (w8a8) {
+    const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
+    if (run_act && w8a8) {
         mt_quant_args q2 = qa;
         q2.in = c1;
         q2.q = (uint8_t *)(base + L.q2);
@@ -442,7 +453,7 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
         q2.n = (int32_t)p->N;
         if ((st = launch_quant(&plan->step[MT_STEP_ACT], &q2, stream, msg, msg_size)))
             return st;
-    } else if (!fused) {
+    } else if (run_act && !fused) {
         mt_act_args ac = {.in = c1, .out = c2, .topk_ids = standard ? t->topk_ids : NULL,
                           .expert_map = emap,
                           .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
@@ -469,10 +480,11 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
     g2.b_scale = t->w2_scale;
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
-    if ((st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], &L, p->K),
+    if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
+        (st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], &L, p->K),
                      &g2, stream, msg, msg_size)))
         return st;
-    if (standard) {
+    if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
                              .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
                              .K = (int32_t)p->K, .num_experts = (int32_t)p->E};

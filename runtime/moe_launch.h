@@ -90,6 +90,20 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
                      CUdeviceptr workspace, size_t workspace_size, CUstream stream, char *msg,
                      size_t msg_size);
 
+/* Bit of step s in a step mask; MT_STEPS_EVERY = every step. */
+#define MT_STEP_BIT(s) (1u << (unsigned)(s))
+#define MT_STEPS_EVERY ((1u << MT_STEP_ALL) - 1u)
+
+/* mt_moe_run enqueuing only the launches of the steps in the mask (the
+ * flag words are cleared with the align step), for timing the steps one by
+ * one on a workspace a full run has filled: a step run alone reads what the
+ * steps before it left there. The quant step is the quantization of the
+ * GEMM1 input, the act step the activation (or GEMM2's input quantization).
+ * mt_moe_run(...) is mt_moe_run_steps(..., MT_STEPS_EVERY, ...). */
+mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                           CUdeviceptr workspace, size_t workspace_size, unsigned steps,
+                           CUstream stream, char *msg, size_t msg_size);
+
 /* Batched finalize: out[t] = sum_j w[t,j] * Y[slot_row[t*topk+j]] (rows -1
  * skipped; weights NULL means 1) with the plan's reduce kernel. */
 mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdeviceptr Y,

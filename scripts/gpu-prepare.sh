@@ -17,6 +17,9 @@ cp build-gpu/moetune build-gpu/libmoetune.so* .gpu/bin/
 cp build-gpu/tests/gpu_* .gpu/bin/ 2>/dev/null || true
 cp build-gpu/bench/bench_* build-gpu/examples/moetune_example .gpu/bin/
 cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .gpu/bin/
+# The templates the build goes with: the GPU scripts compile kernels from
+# this copy, so a staged bundle stays whole while the tree moves on.
+cp -r templates .gpu/templates
 strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
 # --- expert parallelism (issue 11): NCCL for gpu_ep / bench_ep ---
 # moetune dlopens libnccl.so.2 (common/nccl_loader.c): first from the

@@ -22,7 +22,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out="${OUT:-/tmp/mt-out}"
 mkdir -p "$out"
-export MT_TEMPLATE_DIR="$PWD/templates" MT_CACHE_DIR=/tmp/mt-cache
+export MT_TEMPLATE_DIR="$PWD/.gpu/templates" MT_CACHE_DIR=/tmp/mt-cache
 export MT_GPU_MOE_SMALL=1 MT_GPU_QUANT_SMALL=1 MT_GPU_RUNTIME_SMALL=1
 export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
 # racecheck last: the slowest, so a tight budget cuts only it.

@@ -93,6 +93,18 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def steps_of(row):
+    """The tuned pipeline's steps timed alone (bench's tuned_steps_us), as
+    "gemm1 30.1, gemm2 20.3, ..." in pipeline order, or None."""
+    st = row.get("tuned_steps_us")
+    if not isinstance(st, dict):
+        return None
+    known = ["align", "quant", "gemm1", "act", "gemm2", "reduce"]
+    names = [n for n in known if n in st] + sorted(n for n in st if n not in known)
+    cells = ["%s %.1f" % (n, _num(st[n])) for n in names if _num(st[n])]
+    return ", ".join(cells) or None
+
+
 def points(bench, peer):
     """One dict per bench point: the columns of the tables, None where unknown;
     problems in the peer table's order (others after them), M increasing."""
@@ -115,6 +127,7 @@ def points(bench, peer):
             "roofline_fraction": roof / ours if ours and roof else None,
             "spread": (hi - lo) / ours if lo and hi and ours else None,
             "experts_hit": r.get("experts_hit"), "peer_experts_hit": p.get("experts_hit"),
+            "steps": steps_of(r) if source == "tuned" else None,
         })
     return out
 
@@ -152,15 +165,16 @@ def render(pts, out=None):
         rows = [p for p in pts if p["problem"] == prob]
         out.write("\n### %s\n\n" % prob)
         out.write("| M | moetune us | from | default us | peer us | speed vs peer | roofline us | "
-                  "roofline fraction | spread | experts hit (peer) |\n"
-                  "|---|---|---|---|---|---|---|---|---|---|\n")
+                  "roofline fraction | spread | experts hit (peer) | steps alone us |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|\n")
         for p in rows:
-            out.write("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) |\n" % (
+            out.write("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s |\n" % (
                 p["M"], _f(p["us"], "%.1f"), p["source"], _f(p["default_us"], "%.1f"),
                 _f(p["peer_us"], "%.1f"), _f(p["speed"], "%.2fx"),
                 _f(p["roofline_us"], "%.1f"), _f(p["roofline_fraction"], "%.2f"),
                 _f(p["spread"] and 100 * p["spread"], "%.1f%%"),
-                _f(p["experts_hit"], "%d"), _f(p["peer_experts_hit"], "%d")))
+                _f(p["experts_hit"], "%d"), _f(p["peer_experts_hit"], "%d"),
+                p["steps"] or "-"))
         out.write("\n%s: %s\n" % (prob, summary_line(summary(rows))))
     out.write("\n**overall** (%d problems, %d points): %s\n" % (
         len(problems), len(pts), summary_line(summary(pts))))

@@ -158,6 +158,9 @@ static mt_bench_row make_row(int64_t M, int tuned)
         mt_strlcpy(r.tuned.name, "mtk_tuned", sizeof r.tuned.name);
         r.tuned_from_m = 64;
         r.tuned_source = "tuned";
+        r.tuned_step_us[MT_STEP_ALIGN] = 2.5;
+        r.tuned_step_us[MT_STEP_GEMM1] = 20.25;
+        r.tuned_step_us[MT_STEP_GEMM2] = 10.0;
     }
     return r;
 }
@@ -213,6 +216,14 @@ static void test_json(void **state)
     assert_true(is_null(j, "tuned_error"));
     assert_true(is_null(j, "experts_only_us"));   /* not measured */
     assert_true(is_null(j, "cublas_us"));
+    /* The steps the pipeline ran, and only those. */
+    const mt_json *steps = mt_json_get(j, "tuned_steps_us");
+    assert_non_null(steps);
+    assert_true(fabs(num(steps, "gemm1") - 20.25) < 1e-3);
+    assert_true(fabs(num(steps, "align") - 2.5) < 1e-3);
+    assert_true(fabs(num(steps, "gemm2") - 10.0) < 1e-3);
+    assert_null(mt_json_get(steps, "act"));
+    assert_null(mt_json_get(steps, "quant"));
     mt_json_free(j);
 
     /* Found but failed its check: kernel and M kept, time null, reason given. */
@@ -231,7 +242,7 @@ static void test_json(void **state)
         j = json_of(&o, &n);
         static const char *const keys[] = {"tuned_us", "tuned_min_us", "tuned_max_us",
                                            "tuned_kernel", "tuned_from_m", "tuned_source",
-                                           "tuned_error"};
+                                           "tuned_error", "tuned_steps_us"};
         for (size_t k = 0; k < MT_ARRAY_LEN(keys); k++)
             assert_true(is_null(j, keys[k]));
         assert_true(fabs(num(j, "default_us") - n.dflt.us) < 1e-3);
@@ -276,6 +287,7 @@ static void test_table(void **state)
     assert_int_equal(count_char(head, '|'), count_char(row, '|'));
     assert_non_null(strstr(row, "| 286.0 (285.5-287.0) |"));
     assert_non_null(strstr(row, "mtk_tuned (M=64)"));
+    assert_non_null(strstr(row, "| align 2.5, gemm1 20.2, gemm2 10.0 |"));
     /* No entry: empty tuned cells, the same column count. */
     r = make_row(256, 1);
     table_of(&o, &r, head, row, sizeof head);

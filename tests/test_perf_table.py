@@ -176,6 +176,23 @@ class PerfTable(unittest.TestCase):
         self.assertAlmostEqual(pts[0]["spread"], 2.0 / 8.0)
         self.assertAlmostEqual(pts[1]["spread"], 2.0 / 10.0)
 
+    def test_steps_column(self):
+        # Tuned points list their steps in pipeline order; best-only points
+        # and rows without the field show none.
+        row = {"label": "p", "M": 1, "best_us": 10.0, "tuned_us": 8.0,
+               "tuned_steps_us": {"reduce": 1.5, "gemm2": 3.0, "align": 2.25, "gemm1": 4.0,
+                                  "quant": 1.0}}
+        pts = self.pt.points({("p", 1): row,
+                              ("p", 2): {"label": "p", "M": 2, "best_us": 10.0},
+                              ("p", 3): dict(row, M=3, tuned_us=None)}, {})
+        self.assertEqual(pts[0]["steps"],
+                         "align 2.2, quant 1.0, gemm1 4.0, gemm2 3.0, reduce 1.5")
+        self.assertIsNone(pts[1]["steps"])
+        self.assertIsNone(pts[2]["steps"])
+        out = io.StringIO()
+        self.pt.render(pts, out)
+        self.assertIn("| align 2.2, quant 1.0, gemm1 4.0, gemm2 3.0, reduce 1.5 |", out.getvalue())
+
     def test_samples_cover_the_target_edge(self):
         # A point in [0.97, 1) and one below: the >= 0.97x count is tested.
         speeds = expected()[None]["speed"]

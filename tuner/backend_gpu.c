@@ -278,7 +278,7 @@ static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant 
     if (!out->ok)
         return MT_OK;
     out->ok = 0;   /* set again once timed */
-    mt_plan_call c = {&plan, &b->d.p, &b->d.d, b->ws, b->ws_size};
+    mt_plan_call c = {&plan, &b->d.p, &b->d.d, b->ws, b->ws_size, 0};
     mt_timing t;
     if ((st = mt_time(&b->timer, mt_plan_call_enqueue, &c, &t, msg, msg_size)))
         return st;

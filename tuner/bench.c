@@ -116,7 +116,7 @@ static mt_status time_candidates(const mt_kernel_set *set, mt_problem_data *d, m
         mt_moe_plan plan;
         if ((st = mt_plan_compose(set, &d->p, v->name, &plan, msg, msg_size)))
             goto fail;
-        mt_plan_call c = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
+        mt_plan_call c = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p), 0};
         MT_CU_TRY(mt_cu.cuMemAlloc(&c.ws, c.ws_size), msg, msg_size);
         mt_timing tg;
         st = mt_time(tm, mt_plan_call_enqueue, &c, &tg, msg, msg_size);
@@ -178,7 +178,7 @@ static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_proble
     if (st)
         return MT_OK;
     r->tuned_error[0] = '\0';
-    mt_plan_call rc = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p)};
+    mt_plan_call rc = {&plan, &d->p, &d->d, 0, mt_moe_workspace_size(&plan, &d->p), 0};
     if ((st = mt_plan_ref_make(&ref, d, msg, msg_size)))
         goto done;
     MT_CU_TRY(mt_cu.cuMemAlloc(&rc.ws, rc.ws_size), msg, msg_size);
@@ -195,6 +195,16 @@ static mt_status time_tuned(mt_context *ctx, const mt_tuned_choice *c, mt_proble
     r->tuned.us = tg.median_us;
     r->tuned.min_us = tg.min_us;
     r->tuned.max_us = tg.max_us;
+    /* Where the time goes: each step alone, on the workspace the timed runs
+     * filled (so a step reads what its predecessors wrote), same method. */
+    for (int s = 0; s < MT_STEP_ALL; s++) {
+        if (!mt_moe_plan_uses(&plan, &d->p, (mt_step)s))
+            continue;
+        rc.steps = MT_STEP_BIT(s);
+        if ((st = mt_time(tm, mt_plan_call_enqueue, &rc, &tg, msg, msg_size)))
+            goto fail;
+        r->tuned_step_us[s] = tg.median_us;
+    }
 fail:
     if (rc.ws)
         mt_cu.cuMemFree(rc.ws);
@@ -265,6 +275,16 @@ void mt_bench_write_json(FILE *f, const mt_bench_opts *o, const mt_bench_row *r)
         fprintf(f, ",\"tuned_from_m\":null");
     json_str(f, "tuned_source", found ? r->tuned_source : NULL);
     json_str(f, "tuned_error", found && r->tuned_error[0] ? r->tuned_error : NULL);
+    fputs(",\"tuned_steps_us\":", f);
+    int any = 0;
+    for (int s = 0; s < MT_STEP_ALL; s++) {
+        if (!found || !measured(r->tuned_step_us[s]))
+            continue;
+        fprintf(f, "%s\"%s\":%.3f", any ? "," : "{", mt_step_name((mt_step)s),
+                r->tuned_step_us[s]);
+        any = 1;
+    }
+    fputs(any ? "}" : "null", f);
     json_us(f, "experts_only_us", r->experts_only_us, r->experts_measured);
     json_us(f, "cublas_us", r->cublas_us, r->cublas_measured);
     fprintf(f, ",\"cublas_graph\":%d}\n", r->cublas_graph);
@@ -288,8 +308,8 @@ void mt_bench_print_header(FILE *f, const mt_bench_opts *o)
                "cuBLAS grouped experts-only us | experts speed-up vs cuBLAS |\n"
                "|---|---|%s---|---|---|---|---|---|---|---|---|\n",
             tuned ? " moetune tuned us (min-max) | tuned roofline fraction | tuned kernel "
-                    "(entry M) |" : "",
-            tuned ? "---|---|---|" : "");
+                    "(entry M) | tuned steps alone us |" : "",
+            tuned ? "---|---|---|---|" : "");
 }
 
 void mt_bench_print_row(FILE *f, const mt_bench_opts *o, const mt_bench_row *r)
@@ -309,6 +329,12 @@ void mt_bench_print_row(FILE *f, const mt_bench_opts *o, const mt_bench_row *r)
                     r->tuned_error[0] ? ": not timed" : "");
         else
             fputs(" - |", f);
+        int any = 0;
+        for (int s = 0; s < MT_STEP_ALL; s++)
+            if (r->tuned_state == 2 && measured(r->tuned_step_us[s]))
+                fprintf(f, "%s%s %.1f", any++ ? ", " : " ", mt_step_name((mt_step)s),
+                        r->tuned_step_us[s]);
+        fputs(any ? " |" : " - |", f);
     }
     cell_us(f, r->dflt.us);
     if (measured(b->us))

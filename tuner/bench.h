@@ -15,7 +15,9 @@
  * tuned_max_us, tuned_kernel (its gemm1), tuned_from_m (the M of the entry
  * used), tuned_source ("tuned": this SKU, "same-cc": another SKU of the
  * compute capability), tuned_error (why a found entry was not timed),
- * experts_only_us, cublas_us, cublas_graph. Values not measured are null
+ * tuned_steps_us (the tuned pipeline's steps timed one by one: an object
+ * of step name -> us, for the steps the pipeline runs), experts_only_us,
+ * cublas_us, cublas_graph. Values not measured are null
  * (all tuned_* without a database or an entry). scripts/perf-table.py
  * reads it.
  */
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include "moetune/problem.h"
 #include "moetune/variant.h"
+#include "runtime/moe_launch.h"
 
 typedef struct mt_bench_opts {
     mt_problem shape;        /* M ignored */
@@ -56,6 +59,7 @@ typedef struct mt_bench_row {
     double roofline_us, flops, weight_bytes;
     int tuned_state;         /* 0: no database, 1: no entry, 2: found */
     mt_bench_time tuned;     /* found: name = gemm1; us INFINITY when not timed */
+    double tuned_step_us[MT_STEP_ALL];   /* each step alone; 0: step not run */
     int64_t tuned_from_m;
     const char *tuned_source;    /* "tuned" or "same-cc" (static) */
     char tuned_error[256];       /* found but not timed: why */

@@ -48,7 +48,8 @@ void mt_plan_ref_free(mt_plan_ref *r)
 mt_status mt_plan_call_enqueue(void *call, CUstream stream, char *msg, size_t msg_size)
 {
     const mt_plan_call *c = call;
-    return mt_moe_run(c->plan, c->p, c->t, c->ws, c->ws_size, stream, msg, msg_size);
+    return mt_moe_run_steps(c->plan, c->p, c->t, c->ws, c->ws_size,
+                            c->steps ? c->steps : MT_STEPS_EVERY, stream, msg, msg_size);
 }
 
 mt_status mt_plan_check(const mt_plan_ref *r, const mt_moe_plan *plan, const mt_problem_data *d,

@@ -43,13 +43,15 @@ void mt_plan_ref_free(mt_plan_ref *r);
  * means the run itself failed (a CUDA error, a device-side check).
  */
 /* One mt_moe_run call as an mt_enqueue_fn context (for mt_time): the
- * tuner's candidates and the bench's pipelines are timed through it. */
+ * tuner's candidates and the bench's pipelines are timed through it.
+ * steps: a step mask for mt_moe_run_steps (0: every step). */
 typedef struct mt_plan_call {
     const mt_moe_plan *plan;
     const mt_problem *p;
     const mt_moe_tensors *t;
     CUdeviceptr ws;
     size_t ws_size;
+    unsigned steps;
 } mt_plan_call;
 mt_status mt_plan_call_enqueue(void *call, CUstream stream, char *msg, size_t msg_size);
 
