@@ -16,10 +16,6 @@
 #include "runtime/rt_internal.h"
 #include "templates/moe_args.h"
 
-/* cuBLAS's own workspace, carved out of the caller's: without one set per
- * call cuBLAS would use its default pool, allocated behind our back. */
-#define RT_CUBLAS_WS (32u << 20)
-
 struct rt_cublas {
     cublasHandle_t h;
 };
@@ -39,7 +35,7 @@ static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
 size_t mt_rt_cublas_workspace(const mt_problem *p, int64_t cap)
 {
     size_t rows = (size_t)(p->local_E * cap), es = mt_dtype_size(p->dtype);
-    return up256(rows * (size_t)(2 * p->N) * es) + up256(rows * (size_t)p->N * es) + RT_CUBLAS_WS;
+    return up256(rows * (size_t)(2 * p->N) * es) + up256(rows * (size_t)p->N * es) + MT_RT_CUBLAS_WS;
 }
 
 mt_status mt_rt_cublas_create(rt_cublas **out, char *msg, size_t msg_size)
@@ -68,6 +64,34 @@ void mt_rt_cublas_destroy(rt_cublas *c)
     free(c);
 }
 
+mt_status mt_rt_cublas_gemm(rt_cublas *c, mt_dtype dtype, int64_t experts, int64_t rows,
+                            int64_t n, int64_t k, const void *w, const void *x, void *y,
+                            char *msg, size_t msg_size)
+{
+    mt_status st = MT_OK;
+    const cudaDataType_t dt = dtype == MT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const float one = 1.0f, zero = 0.0f;
+    /* Row-major Y[rows, n] = X[rows, k] * W[n, k]^T is, column-major,
+     * Y^T[n, rows] = op(W^T)... i.e. op(A) = T on the [k, n] view of W. */
+    CUBLAS_TRY(cublasGemmStridedBatchedEx(
+        c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)rows, (int)k, &one, w, dt, (int)k, n * k, x,
+        dt, (int)k, rows * k, &zero, y, dt, (int)n, rows * n, (int)experts, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT));
+    return MT_OK;
+fail:
+    return st;
+}
+
+mt_status mt_rt_cublas_bind(rt_cublas *c, void *ws, CUstream stream, char *msg, size_t msg_size)
+{
+    mt_status st = MT_OK;
+    CUBLAS_TRY(cublasSetStream(c->h, (cudaStream_t)stream));
+    CUBLAS_TRY(cublasSetWorkspace(c->h, ws, MT_RT_CUBLAS_WS));
+    return MT_OK;
+fail:
+    return st;
+}
+
 mt_status mt_rt_cublas_run(rt_cublas *c, const mt_problem *p, const mt_kernel *act, const void *x,
                            const int32_t *counts, const void *w1, const void *w2, void *y,
                            void *ws, CUstream stream, char *msg, size_t msg_size)
@@ -77,16 +101,9 @@ mt_status mt_rt_cublas_run(rt_cublas *c, const mt_problem *p, const mt_kernel *a
     const size_t rows = (size_t)(LE * cap), es = mt_dtype_size(p->dtype);
     char *c1 = ws, *c2 = c1 + up256(rows * (size_t)(2 * N) * es);
     char *cws = c2 + up256(rows * (size_t)N * es);
-    const cudaDataType_t dt = p->dtype == MT_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-    const float one = 1.0f, zero = 0.0f;
-    CUBLAS_TRY(cublasSetStream(c->h, (cudaStream_t)stream));
-    CUBLAS_TRY(cublasSetWorkspace(c->h, cws, RT_CUBLAS_WS));
-    /* Row-major C[cap, 2N] = X[cap, K] * W1[2N, K]^T is, column-major,
-     * C^T[2N, cap] = W1^T... i.e. op(A) = T on the [K, 2N] view of W1. */
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(
-        c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)(2 * N), (int)cap, (int)K, &one, w1, dt, (int)K,
-        2 * N * K, x, dt, (int)K, cap * K, &zero, c1, dt, (int)(2 * N), cap * 2 * N, (int)LE,
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if ((st = mt_rt_cublas_bind(c, cws, stream, msg, msg_size)) ||
+        (st = mt_rt_cublas_gemm(c, p->dtype, LE, cap, 2 * N, K, w1, x, c1, msg, msg_size)))
+        return st;
     mt_act_args a = {.in = c1, .out = c2, .expert_num_tokens = counts, .rows = (int32_t)rows,
                      .N = (int32_t)N, .num_experts = (int32_t)p->E,
                      .max_tokens = (int32_t)cap};
@@ -98,11 +115,7 @@ mt_status mt_rt_cublas_run(rt_cublas *c, const mt_problem *p, const mt_kernel *a
         MT_CU_TRY(mt_cu.cuLaunchKernel(act->fn, (unsigned)blocks, 1, 1, (unsigned)act->v.threads,
                                        1, 1, (unsigned)act->v.smem_bytes, stream, params, NULL),
                   msg, msg_size);
-    CUBLAS_TRY(cublasGemmStridedBatchedEx(
-        c->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)K, (int)cap, (int)N, &one, w2, dt, (int)N, K * N, c2,
-        dt, (int)N, cap * N, &zero, y, dt, (int)K, cap * K, (int)LE, CUBLAS_COMPUTE_32F,
-        CUBLAS_GEMM_DEFAULT));
-    return MT_OK;
+    return mt_rt_cublas_gemm(c, p->dtype, LE, cap, K, N, w2, c2, y, msg, msg_size);
 fail:
     return st;
 }

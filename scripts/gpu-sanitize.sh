@@ -10,7 +10,9 @@
 #               variant;
 #   gpu_runtime (MT_GPU_RUNTIME_SMALL=1): the runtime's compositions through
 #               the public API: moe_dispatch (batched prepare), the cuBLAS
-#               experts, graph capture, threads.
+#               experts, graph capture, threads;
+#   gpu_cublas  cuBLAS's strided-batched GEMM alone (no moetune kernel), to
+#               tell a finding in the cuBLAS composition apart from ours.
 # Logs: $OUT/sanitize-TOOL-PROGRAM.log; a summary table at the end.
 #
 # Time: each run gets min(its program's limit, what is left of the total
@@ -27,7 +29,7 @@ export MT_GPU_MOE_SMALL=1 MT_GPU_QUANT_SMALL=1 MT_GPU_RUNTIME_SMALL=1
 export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
 # racecheck last: the slowest, so a tight budget cuts only it.
 tools=${MT_SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}
-programs=${MT_SANITIZE_PROGRAMS:-gpu_moe gpu_quant gpu_runtime}
+programs=${MT_SANITIZE_PROGRAMS:-gpu_moe gpu_quant gpu_runtime gpu_cublas}
 budget=${MT_SANITIZE_BUDGET:-360}
 # The warpgroup-MMA kernels: compute-sanitizer's --check-warpgroup-mma, where
 # this version of it has the option (added 2 December, not yet run).
