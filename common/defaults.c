@@ -26,6 +26,11 @@ void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm 
     memset(out, 0, sizeof *out);
     snprintf(out->block_m, sizeof out->block_m, "%lld", (long long)bm);
     out->family = "grouped_gemm";
+    /* The default set also has a split-K decode tile of 16 rows: the
+     * untuned default is the unsplit one (the tuner may pick the other). */
+    out->kv[0] = "SPLIT_K";
+    out->kv[1] = "1";
+    out->nkv = 1;
     const int wonly = p->quant.mode == MT_QUANT_W8A16 || p->quant.mode == MT_QUANT_W4A16;
     if (bm == 128 && !wonly && arch && !strcmp(arch, "sm_90a")) {
         const int eight = mt_quant_is_w8a8(p->quant.mode);
@@ -38,6 +43,13 @@ void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm 
     }
 }
 
+/* What a variant without the parameter (made by a family, or a family
+ * version, that lacks it) stands for; NULL: it is needed. */
+static const char *absent_param_value(const char *name)
+{
+    return !strcmp(name, "SPLIT_K") ? "1" : NULL;
+}
+
 int mt_default_gemm_is(const mt_variant *v, const mt_problem *p)
 {
     mt_default_gemm d;
@@ -47,6 +59,8 @@ int mt_default_gemm_is(const mt_variant *v, const mt_problem *p)
         return 0;
     for (int i = 0; i < d.nkv; i++) {
         const char *have = mt_variant_get(v, d.kv[2 * i]);
+        if (!have)
+            have = absent_param_value(d.kv[2 * i]);
         if (!have || strcmp(have, d.kv[2 * i + 1]))
             return 0;
     }

@@ -50,6 +50,9 @@ static int gemm1_fused(const mt_moe_plan *plan)
     return epi && strcmp(epi, "store") != 0;
 }
 
+/* CTAs per output tile of a GEMM kernel (1: not split-K). */
+static int64_t split_k(const mt_kernel *k) { return mt_variant_int(&k->v, "SPLIT_K", 1); }
+
 int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
 {
     const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
@@ -181,13 +184,14 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         if (!k->fn)
             continue;
         const int64_t bm = mt_variant_int(&k->v, "BLOCK_M", 16), bn = mt_variant_int(&k->v, "BLOCK_N", 16);
-        if (bm < 1 || bm > 256 || bn < 1 || bn > 512 || k->v.threads < 1 || k->v.threads > 1024 ||
-            k->v.smem_bytes < 0)
+        const int64_t sk = mt_variant_int(&k->v, "SPLIT_K", 1);
+        if (bm < 1 || bm > 256 || bn < 1 || bn > 512 || sk < 1 || sk > 64 || k->v.threads < 1 ||
+            k->v.threads > 1024 || k->v.smem_bytes < 0)
             return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
                            "%s kernel %s has an impossible launch shape (BLOCK_M %lld, BLOCK_N "
-                           "%lld, %d threads, %d bytes of shared memory)",
+                           "%lld, SPLIT_K %lld, %d threads, %d bytes of shared memory)",
                            mt_step_name((mt_step)s), k->v.name, (long long)bm, (long long)bn,
-                           k->v.threads, k->v.smem_bytes);
+                           (long long)sk, k->v.threads, k->v.smem_bytes);
     }
     if (!mt_variant_get(&g1->v, "epilogue") || !mt_variant_get(&g2->v, "epilogue"))
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "gemm kernels %s/%s lack an epilogue",
@@ -199,13 +203,56 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
 typedef struct ws_layout {
     size_t flags, sorted_ids, block_expert, c1, c2, c3, total;
     size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
+    size_t count1, count2;       /* split-K: the GEMMs' tile counters (after the flags) */
+    size_t partial;              /* split-K: partial sums, shared by the GEMMs */
+    size_t cta_counts;           /* align on a grid: per-CTA expert counts */
+    int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
     int64_t max_padded, num_m_blocks, rows;
     int64_t rows1;               /* w8a8: rows of q1 */
+    int64_t tiles1, tiles2;      /* output tiles of GEMM1 and GEMM2 */
+    int64_t zero_words;          /* int32 words from `flags` zeroed before each run */
 } ws_layout;
 
 /* Flag words at the start of the workspace: [0] the align error flag,
- * [1] num_padded, [2] and [3] the per-tensor amax of the two quant steps. */
+ * [1] num_padded, [2] and [3] the per-tensor amax of the two quant steps.
+ * Split-K plans put the tile counters right after them, so that the one
+ * memset that clears the flags re-arms the counters too (after a fault
+ * left some counted up). */
 #define WS_FLAGS 4
+
+/* Output tiles of a GEMM kernel (its grid is that times SPLIT_K). A fused
+ * epilogue's tile yields BLOCK_N / 2 columns. */
+static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_cols)
+{
+    int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    if (epi && strcmp(epi, "store") != 0)
+        bn /= 2;
+    if (bn < 1)
+        bn = 1;   /* a fused BLOCK_N of 1 (no template makes one): no division by 0 */
+    return num_m_blocks * ((out_cols + bn - 1) / bn);
+}
+
+/* Bytes of the partial sums of a split-K GEMM: a BM x BN fp32 tile per
+ * CTA; 0 for an unsplit one. */
+static size_t partial_bytes(const mt_kernel *k, int64_t tiles)
+{
+    const int64_t sk = split_k(k);
+    return sk > 1 ? (size_t)(tiles * sk * mt_variant_int(&k->v, "BLOCK_M", 16) *
+                             mt_variant_int(&k->v, "BLOCK_N", 64)) * sizeof(float)
+                  : 0;
+}
+
+/* Slots per CTA when the align step runs on a grid. Up to two chunks a
+ * single CTA is quicker (one launch); past that its scattered stores of
+ * sorted_ids make it the slowest step of a large batch (tens of
+ * microseconds at 32k slots on an H200). */
+#define ALIGN_CHUNK 1024
+
+static int64_t align_ctas(int64_t slots)
+{
+    return slots > 2 * ALIGN_CHUNK ? (slots + ALIGN_CHUNK - 1) / ALIGN_CHUNK : 1;
+}
 
 /* Activation scales per quantized row of n columns. */
 static int64_t act_scales_per_row(const mt_problem *p, int64_t n)
@@ -242,8 +289,18 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
      * on input (each slot's weighted row is quantized on its own). */
     L.rows1 = p->format == MT_FORMAT_BATCHED ? L.rows
               : p->apply_router_weight_on_input ? slots : p->M;
+    const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
+    L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
+    L.tiles2 = gemm_tiles(g2, L.num_m_blocks, p->K);
+    const int split = split_k(g1) > 1 || split_k(g2) > 1;
+    L.zero_words = WS_FLAGS + (split ? L.tiles1 + L.tiles2 : 0);
     size_t off = 0;
-    L.flags = take(&off, WS_FLAGS * sizeof(int32_t));
+    L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
+    L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);
+    L.count2 = L.count1 + (size_t)L.tiles1 * sizeof(int32_t);
+    L.align_ctas = p->format == MT_FORMAT_STANDARD ? align_ctas(slots) : 1;
+    L.cta_counts = take(&off, L.align_ctas > 1 ? (size_t)(L.align_ctas * p->local_E) * sizeof(int32_t)
+                                               : 0);
     L.sorted_ids = take(&off, (size_t)L.max_padded * sizeof(int32_t));
     L.block_expert = take(&off, (size_t)(L.max_padded / bm) * sizeof(int32_t));
     L.c1 = take(&off, (size_t)L.rows * (size_t)(fused ? p->N : 2 * p->N) * es);
@@ -255,6 +312,9 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
         L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows * act_scales_per_row(p, p->N)) * sizeof(float));
     }
     L.c3 = take(&off, p->format == MT_FORMAT_STANDARD ? (size_t)L.rows * (size_t)p->K * es : 0);
+    /* GEMM2 starts after GEMM1 ends on the stream: one region serves both. */
+    const size_t pb1 = partial_bytes(g1, L.tiles1), pb2 = partial_bytes(g2, L.tiles2);
+    L.partial = take(&off, pb1 > pb2 ? pb1 : pb2);
     L.total = off;
     return L;
 }
@@ -286,13 +346,9 @@ static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
     return (unsigned)(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
-static unsigned gemm_grid(const mt_kernel *k, const ws_layout *L, int64_t out_cols)
+static unsigned gemm_grid(const mt_kernel *k, int64_t tiles)
 {
-    int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
-    const char *epi = mt_variant_get(&k->v, "epilogue");
-    if (epi && strcmp(epi, "store") != 0)
-        bn /= 2;
-    return (unsigned)(L->num_m_blocks * ((out_cols + bn - 1) / bn));
+    return (unsigned)(tiles * split_k(k));
 }
 
 static mt_status check_ptr_align(const void *ptr, const char *what, int required,
@@ -317,10 +373,14 @@ static mt_status check_ptr(const void *ptr, const char *what, int required, char
 static mt_status launch_quant(const mt_kernel *k, mt_quant_args *qa, CUstream stream, char *msg,
                               size_t msg_size)
 {
-    const int tensor = !strcmp(mt_variant_get(&k->v, "gran"), "tensor");
-    int64_t items = tensor ? (int64_t)qa->rows * (qa->n / 8) : qa->rows;
-    unsigned grid = tensor ? elementwise_grid(k, items)
-                           : (unsigned)(items > 65535 * 8 ? 65535 * 8 : items);
+    const char *gran = mt_variant_get(&k->v, "gran");
+    const int tensor = !strcmp(gran, "tensor");
+    /* Threads of the work: 8-element chunks (tensor), a warp per row
+     * (token), 16 lanes per 128-column group of a row (block). */
+    const int64_t threads = tensor ? (int64_t)qa->rows * (qa->n / 8)
+                            : !strcmp(gran, "token") ? (int64_t)qa->rows * 32
+                                                     : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
+    unsigned grid = elementwise_grid(k, threads);
     mt_status st;
     if (tensor && !qa->static_scale) {
         qa->phase = 0;
@@ -384,8 +444,9 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     const int on_input = standard && p->apply_router_weight_on_input;
 
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
-        MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, WS_FLAGS, stream), msg,
-                  msg_size);
+        MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
+                                         stream),
+                  msg, msg_size);
     if (standard && (steps & MT_STEP_BIT(MT_STEP_ALIGN))) {
         mt_align_args al = {
             .topk_ids = t->topk_ids, .expert_map = emap,
@@ -393,9 +454,12 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
             .block_expert = (int32_t *)(base + L.block_expert), .num_padded = flags + 1,
             .error_flag = flags, .num_slots = (int32_t)slots, .num_experts = (int32_t)p->E,
             .local_experts = (int32_t)p->local_E, .block_m = (int32_t)bm,
-            .max_padded = (int32_t)L.max_padded};
-        if ((st = launch(&plan->step[MT_STEP_ALIGN], 1, &al, stream, msg, msg_size)))
-            return st;
+            .max_padded = (int32_t)L.max_padded,
+            .cta_counts = (int32_t *)(base + L.cta_counts), .chunk = ALIGN_CHUNK};
+        for (al.phase = 0; al.phase < (L.align_ctas > 1 ? 2 : 1); al.phase++)
+            if ((st = launch(&plan->step[MT_STEP_ALIGN], (unsigned)L.align_ctas, &al, stream, msg,
+                             msg_size)))
+                return st;
     }
     /* The activation quantizations share everything but their input. */
     mt_quant_args qa = {
@@ -434,11 +498,11 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .N = (int32_t)(2 * p->N), .K = (int32_t)p->K, .n_half = (int32_t)p->N,
         .a_scale = w8a8 ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
-        .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size};
+        .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
+        .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM1],
-                     gemm_grid(&plan->step[MT_STEP_GEMM1], &L, fused ? p->N : 2 * p->N), &g1,
-                     stream, msg, msg_size)))
+        (st = launch(&plan->step[MT_STEP_GEMM1], gemm_grid(&plan->step[MT_STEP_GEMM1], L.tiles1),
+                     &g1, stream, msg, msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -480,8 +544,9 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.b_scale = t->w2_scale;
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
+    g2.tile_count = (int32_t *)(base + L.count2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], &L, p->K),
+        (st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], L.tiles2),
                      &g2, stream, msg, msg_size)))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {

@@ -67,8 +67,8 @@ mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *ms
 /* Does the plan fit the problem? Checks mt_moe_quant_supported for gemm1's
  * arch, that every needed step is present, that the kernels' dtype/format/
  * activation/quant params match the problem (act_quant's qtype/gran/act for
- * the w8a8 steps) and that gemm1 and gemm2 share BLOCK_M. The message names
- * the mismatch. */
+ * the w8a8 steps) and that gemm1 and gemm2 share BLOCK_M and SPLIT_K (an
+ * absent SPLIT_K is 1). The message names the mismatch. */
 mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *msg,
                             size_t msg_size);
 
@@ -77,7 +77,10 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
  * quantization needs it, the quant step only for w8a8.) */
 int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
 
-/* Workspace bytes for problem p (p->M tokens) under the plan. */
+/* Workspace bytes for problem p (p->M tokens) under the plan. A split-K
+ * plan (SPLIT_K > 1) adds a tile counter per output tile of each GEMM and
+ * a region for the larger GEMM's partial sums (tiles * SPLIT_K * BLOCK_M *
+ * BLOCK_N floats); an unsplit plan's size does not depend on them. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
 /* Run the experts stage (standard format: the whole fused MoE into t->out
@@ -95,7 +98,8 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
 #define MT_STEPS_EVERY ((1u << MT_STEP_ALL) - 1u)
 
 /* mt_moe_run enqueuing only the launches of the steps in the mask (the
- * flag words are cleared with the align step), for timing the steps one by
+ * flag words and split-K tile counters are cleared with the align step; a
+ * complete split-K GEMM launch leaves its counters at 0), for timing the steps one by
  * one on a workspace a full run has filled: a step run alone reads what the
  * steps before it left there. The quant step is the quantization of the
  * GEMM1 input, the act step the activation (or GEMM2's input quantization).

@@ -45,8 +45,8 @@ problems=(
   "qwen3-30b-a3b|80|--preset qwen3-30b-a3b"
   "dsv2-lite|80|--preset dsv2-lite"
   "mixtral-8x7b|120|--preset mixtral-8x7b"
-  "qwen3-30b-a3b-fp8|80|--preset qwen3-30b-a3b --quant fp8-block"
-  "dsv3-tp8-fp8|120|--preset dsv3 --tp 8 --quant fp8-block"
+  "qwen3-30b-a3b-fp8|110|--preset qwen3-30b-a3b --quant fp8-block"
+  "dsv3-tp8-fp8|150|--preset dsv3 --tp 8 --quant fp8-block"
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0

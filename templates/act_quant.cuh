@@ -9,9 +9,11 @@
  * GRAN 1 (per tensor): grid-stride over 8-element chunks; phase 0 reduces
  * the amax into *amax with an integer atomicMax on the float bits (valid for
  * non-negative floats, and graph-capturable: no host round trip), phase 1
- * quantizes. GRAN 2 (per row) and 3 (per row per 128 columns): one CTA per
- * row; a 128-column group is 16 chunks, held by 16 consecutive lanes, so the
- * group amax is a 16-lane shuffle reduction.
+ * quantizes. GRAN 2 (per row): a warp per row, its amax a warp shuffle
+ * reduction. GRAN 3 (per row per 128 columns): a 128-column group is 16
+ * chunks, held by 16 consecutive lanes, so the group amax is a 16-lane
+ * shuffle reduction. Both grid-stride over their units (rows, resp. row
+ * groups), so any grid is correct; the launcher sizes it to the units.
  */
 #pragma once
 #include "mt_device.cuh"
@@ -120,14 +122,24 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
         }
         return;
     }
-    __shared__ float red[THREADS / 32];
+    /* Per-row scales: a warp per row (GRAN 2) or 16 lanes per 128-column
+     * group of a row (GRAN 3), many rows per CTA and a grid-stride loop, so
+     * that short rows (the GEMM2 input, n = N) still keep enough loads in
+     * flight. A warp's lanes stay together through the shuffles: lanes
+     * past the end or on a row that is not live take part with zeros. */
+    constexpr int LANES = GRAN == 2 ? 32 : 16, UNITS_PER_WARP = 32 / LANES;
     const int ng = (a.n + 127) / 128;
-    for (int r = blockIdx.x; r < a.rows; r += gridDim.x) {
-        if (!quant_row_live(a, r))   /* uniform across the CTA */
-            continue;
+    const int64_t per_row = GRAN == 2 ? 1 : ng, units = (int64_t)a.rows * per_row;
+    const int64_t stride = (int64_t)gridDim.x * (THREADS / LANES);
+    const int sub = tid % LANES;
+    for (int64_t first = (int64_t)blockIdx.x * (THREADS / LANES) + (tid >> 5) * UNITS_PER_WARP;
+         first < units; first += stride) {
+        const int64_t u = first + (tid & 31) / LANES;
+        const int r = (int)(u / per_row);
+        const bool live = u < units && quant_row_live(a, r);
         if constexpr (GRAN == 2) {
             float m = 0.0f;
-            for (int c = tid; c < chunks; c += THREADS) {
+            for (int c = sub; live && c < chunks; c += LANES) {
                 float v[8];
                 quant_values<T, ACT>(a, r, c, v);
                 m = fmaxf(m, amax8(v));
@@ -135,39 +147,29 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
                 m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            if ((tid & 31) == 0)
-                red[tid >> 5] = m;
-            __syncthreads();
-            m = 0.0f;
-#pragma unroll
-            for (int w = 0; w < THREADS / 32; w++)
-                m = fmaxf(m, red[w]);
-            __syncthreads();   /* red is reused by the next row */
             const float s = act_scale<Q>(m);
-            if (tid == 0)
+            if (live && sub == 0)
                 a.scale[r] = s;
-            for (int c = tid; c < chunks; c += THREADS) {
+            for (int c = sub; live && c < chunks; c += LANES) {
                 float v[8];
                 quant_values<T, ACT>(a, r, c, v);
                 quant_store<Q>(a, r, c, v, s);
             }
         } else {
-            for (int c0 = 0; c0 < chunks; c0 += THREADS) {
-                const int c = c0 + tid;
-                const bool ok = c < chunks;
-                float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-                if (ok)
-                    quant_values<T, ACT>(a, r, c, v);
-                float m = amax8(v);
+            const int g = (int)(u % ng), c = g * 16 + sub;
+            const bool ok = live && c < chunks;
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (ok)
+                quant_values<T, ACT>(a, r, c, v);
+            float m = amax8(v);
 #pragma unroll
-                for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-                const float s = act_scale<Q>(m);
-                if (ok && c % 16 == 0)
-                    a.scale[(int64_t)r * ng + c / 16] = s;
-                if (ok)
-                    quant_store<Q>(a, r, c, v, s);
-            }
+            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float s = act_scale<Q>(m);
+            if (ok && sub == 0)
+                a.scale[(int64_t)r * ng + g] = s;
+            if (ok)
+                quant_store<Q>(a, r, c, v, s);
         }
     }
 }

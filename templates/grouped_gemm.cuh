@@ -37,9 +37,18 @@
  * b0, (n 0-7, bytes 16-31) -> b1 of n-tile 2jp, the same for n 8-15 and
  * n-tile 2jp+1. So one byte-addressed load path serves both widths.
  *
+ * Split-K (SPLIT_K > 1, decode tiles): SPLIT_K CTAs share a tile, CTA
+ * blockIdx.x doing slice blockIdx.x % SPLIT_K of tile blockIdx.x / SPLIT_K.
+ * Slices are contiguous runs of K tiles (whole 128-wide scale blocks in the
+ * block modes, so each fold sees one block); a slice may be empty (a zero
+ * partial). Every CTA stores its sums to a.partial; the last of a tile to
+ * count itself in a.tile_count adds all slices in split order (so the
+ * result does not depend on which CTA finished last: bit-for-bit
+ * reproducible), re-arms the counter to 0 and runs the usual epilogue.
+ *
  * Cfg provides: T (bf16/f16), QUANT (the mt_quant_mode value), FORMAT (0
  * standard, 1 batched), EPI (0 store, 1 silu-and-mul, 2 gelu-and-mul), BM,
- * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES.
+ * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES, SPLIT_K.
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -85,6 +94,65 @@ __device__ __forceinline__ uint32_t dequant2(const unsigned char *row, int k, bo
     return pack2<T>(v0 * scale, v1 * scale);
 }
 
+/* Split-K: the K tiles [*kt0, *kt1) of slice `split` of k_tiles. Block
+ * modes round the slice up to whole 128-wide K blocks (BK divides 128) so
+ * that no scale block spans two slices. */
+template <class Cfg>
+__device__ __forceinline__ void split_slice(int k_tiles, int split, int *kt0, int *kt1)
+{
+    constexpr int UNIT = tile_shape<Cfg>::BLOCK ? 128 / Cfg::BK : 1;
+    int per = (k_tiles + Cfg::SPLIT_K - 1) / Cfg::SPLIT_K;
+    per = (per + UNIT - 1) / UNIT * UNIT;
+    *kt0 = min(k_tiles, split * per);
+    *kt1 = min(k_tiles, *kt0 + per);
+}
+
+/* A 32-bit accumulator as a word of a.partial: fp32 as is, int32 as its
+ * raw bits, so that the sum of the slices stays exact. */
+__device__ __forceinline__ float partial_word(float x) { return x; }
+__device__ __forceinline__ float partial_word(int x) { return __int_as_float(x); }
+__device__ __forceinline__ void add_partial(float &x, float w) { x += w; }
+__device__ __forceinline__ void add_partial(int &x, float w) { x += __float_as_int(w); }
+
+/* Split-K: store this CTA's sums v (acc, or the block modes' facc) as
+ * partial `split` of `tile` and count the CTA in. False for all but the
+ * last CTA of the tile; the last one gets in v the sum of every partial,
+ * its own included, in split order, and re-arms the counter. Partials are
+ * [tile][split][reg][thread]: a CTA's stores and loads of one reg cover
+ * consecutive words. */
+template <class Cfg, class V>
+__device__ __forceinline__ bool split_k_reduce(const mt_gemm_args &a, int tile, int split,
+                                               V (&v)[tile_shape<Cfg>::MT][tile_shape<Cfg>::NT][4])
+{
+    using S = tile_shape<Cfg>;
+    constexpr int R = S::MT * S::NT * 4;   /* reg r is v[r / (NT*4)][r / 4 % NT][r % 4] */
+    const int tid = threadIdx.x;
+    float *part = a.partial + (int64_t)tile * Cfg::SPLIT_K * R * S::THREADS + tid;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        part[((int64_t)split * R + r) * S::THREADS] =
+            partial_word(v[r / (S::NT * 4)][r / 4 % S::NT][r % 4]);
+    __threadfence();   /* this thread's partial is visible GPU-wide ... */
+    __syncthreads();   /* ... and so is every thread's, before the count says so */
+    int last = 0;
+    if (tid == 0)
+        last = atomicAdd(&a.tile_count[tile], 1) == Cfg::SPLIT_K - 1;
+    if (!__syncthreads_or(last))
+        return false;
+    __threadfence();   /* read the partials only after seeing them all counted */
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        V &x = v[r / (S::NT * 4)][r / 4 % S::NT][r % 4];
+        x = 0;
+#pragma unroll
+        for (int s = 0; s < Cfg::SPLIT_K; s++)   /* through L2: other SMs wrote them */
+            add_partial(x, __ldcg(part + ((int64_t)s * R + r) * S::THREADS));
+    }
+    if (tid == 0)
+        a.tile_count[tile] = 0;
+    return true;
+}
+
 template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
 {
     using T = typename Cfg::T;
@@ -98,9 +166,11 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
 
+    /* Every slice of a padding tile leaves here, before the counter. */
+    const int tile = blockIdx.x / Cfg::SPLIT_K, split = blockIdx.x % Cfg::SPLIT_K;
     tile_rows t;
     int nb;
-    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+    if (!tile_of<Cfg>(a, tile, &t, &nb))
         return;
 
     /* Each thread's copy sources are fixed across K: resolve them once. */
@@ -186,24 +256,28 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
     }
 
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+    int kt0 = 0, kt1 = k_tiles;   /* this CTA's K tiles */
+    if constexpr (Cfg::SPLIT_K > 1)
+        split_slice<Cfg>(k_tiles, split, &kt0, &kt1);
 #pragma unroll
     for (int s = 0; s < Cfg::STAGES - 1; s++) {
-        if (s < k_tiles)
-            load_stage(s, s);
+        if (kt0 + s < kt1)
+            load_stage(s, kt0 + s);
         cp_async_commit();
     }
 
     float wscale[Q::WONLY ? S::NT : 1], wzero[Q::WONLY ? S::NT : 1];
-    for (int kt = 0; kt < k_tiles; kt++) {
+    for (int kt = kt0; kt < kt1; kt++) {
         cp_async_wait<Cfg::STAGES - 2>();
         __syncthreads();  /* stage kt landed; stage kt-1 is free for the prefetch */
         const int nk = kt + Cfg::STAGES - 1;
-        if (nk < k_tiles)
-            load_stage(nk % Cfg::STAGES, nk);
+        if (nk < kt1)
+            load_stage((nk - kt0) % Cfg::STAGES, nk);
         cp_async_commit();
 
-        const unsigned char *tA = sA + (kt % Cfg::STAGES) * S::A_STAGE;
-        const unsigned char *tB = sB + (kt % Cfg::STAGES) * S::B_STAGE;
+        const int stage = (kt - kt0) % Cfg::STAGES;
+        const unsigned char *tA = sA + stage * S::A_STAGE;
+        const unsigned char *tB = sB + stage * S::B_STAGE;
 #pragma unroll
         for (int kk = 0; kk < S::KSTEPS; kk++) {
             uint32_t af[S::MT][4];
@@ -268,6 +342,16 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
     cp_async_wait<0>();
     __syncthreads();  /* the pipeline buffers become the fp32 epilogue tile */
 
+    if constexpr (Cfg::SPLIT_K > 1) {
+        /* The block modes' sums are in facc (acc is 0 after the last fold). */
+        bool last;
+        if constexpr (S::BLOCK)
+            last = split_k_reduce<Cfg>(a, tile, split, facc);
+        else
+            last = split_k_reduce<Cfg>(a, tile, split, acc);
+        if (!last)
+            return;
+    }
     store_tile<Cfg>(a, t, nb, warp_m, warp_n, acc, facc, smem_raw);
 }
 

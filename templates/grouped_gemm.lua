@@ -40,16 +40,22 @@ local function shape(p)
 end
 
 -- Default tiles, one per BLOCK_M that the untuned default rule picks
--- (common/defaults.c: 16, 64 or 128 by rows per expert), per operand family.
+-- (common/defaults.c: 16, 64 or 128 by rows per expert, SPLIT_K = 1), per
+-- operand family, and one split-K decode tile (BLOCK_K 128 for 8-bit A, so
+-- that a K slice still moves 128 bytes of A per row per stage) that the
+-- tuner may pick for small M: being in the default set, the GPU test
+-- matrices run it in every quant mode and format.
 local TILES16 = {
-  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4 },
-  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 4 },
-  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3 },
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 1 },
+  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1 },
+  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1 },
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 4 },
 }
 local TILES8 = {
-  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4 },
-  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 64, GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 3 },
-  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3 },
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64,  GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 1 },
+  { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 64,  GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1 },
+  { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64,  GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1 },
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 128, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 4 },
 }
 local WONLY_TILES = TILES16
 local defaults = {}
@@ -65,7 +71,7 @@ end
 
 return {
   family = "grouped_gemm",
-  version = 3,
+  version = 4,
   doc = "grouped GEMM of the MoE experts (mma.sync, cp.async pipeline, fused epilogues, quant modes)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -74,11 +80,14 @@ return {
     { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
     { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 32, 64, 128, 256 } },
-    { name = "BLOCK_K",  abbrev = "k", values = { 32, 64 } },
+    { name = "BLOCK_K",  abbrev = "k", values = { 32, 64, 128 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
     { name = "WARPS_M",  abbrev = "wm", values = { 1, 2, 4 } },
     { name = "WARPS_N",  abbrev = "wn", values = { 1, 2, 4 } },
     { name = "STAGES",   abbrev = "s", values = { 2, 3, 4, 5 } },
+    -- CTAs per output tile, each summing a contiguous slice of K; the last
+    -- one to finish adds the slices in split order and runs the epilogue.
+    { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4, 8 } },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -88,6 +97,12 @@ return {
     if q >= 1 and q <= 3 and target.sm < 89 then
       return false, "fp8 tensor cores need sm_89+"
     end
+    -- Split-K pays a round trip of the fp32 tile through global memory per
+    -- slice: only worth it for decode tiles, whose few CTAs leave SMs idle.
+    if p.SPLIT_K > 1 and p.BLOCK_M > 32 then
+      return false, "split-K only for decode tiles (BLOCK_M <= 32)"
+    end
+    if p.SPLIT_K > 1 and p.GROUP_M ~= 1 then return false, "split-K tiles take GROUP_M = 1" end
     if s.wm < 16 or s.wm % 16 ~= 0 then return false, "warp tile rows not a multiple of 16" end
     if s.wn < 16 or s.wn % 16 ~= 0 then return false, "warp tile cols not a multiple of 16" end
     if s.threads < 64 then return false, "fewer than 2 warps" end
@@ -119,6 +134,7 @@ struct ${NAME}_cfg {
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M};
     static constexpr int WARPS_M = ${WARPS_M}, WARPS_N = ${WARPS_N}, STAGES = ${STAGES};
+    static constexpr int SPLIT_K = ${SPLIT_K};
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
 {
@@ -126,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_a
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
-      WARPS_M = p.WARPS_M, WARPS_N = p.WARPS_N, STAGES = p.STAGES, THREADS = s.threads })
+      WARPS_M = p.WARPS_M, WARPS_N = p.WARPS_N, STAGES = p.STAGES, SPLIT_K = p.SPLIT_K,
+      THREADS = s.threads })
   end,
 }

@@ -2,10 +2,16 @@
  * Token alignment for the standard activation format: count the slots of
  * each local expert, pad each expert's rows to a multiple of block_m, and
  * write the slots sorted by expert (sorted_ids), the expert of every row
- * block (block_expert) and the padded row count. One CTA does it all: the
- * slot count of a fused-MoE call is small (M * topk), and a single CTA needs
- * no grid-wide synchronization. A topk id outside [0, E) sets error_flag to
- * 1 + the first such slot seen and the slot is dropped.
+ * block (block_expert) and the padded row count. A topk id outside [0, E)
+ * sets error_flag to 1 + a slot with a bad id and the slot is dropped.
+ *
+ * Few slots (decode): one CTA does it all in one launch, no grid-wide
+ * synchronization. Many slots: one CTA alone spends tens of microseconds
+ * on the scattered sorted_ids stores, so the launcher runs two launches of
+ * a grid of CTAs that each own `chunk` consecutive slots: phase 0 counts
+ * them per expert into cta_counts; phase 1 has every CTA derive the expert
+ * offsets (and its own start within each expert) from all the counts, then
+ * place its slots, while the CTAs share out block_expert and the padding.
  */
 #pragma once
 #include "mt_device.cuh"
@@ -14,60 +20,55 @@ namespace mt {
 
 constexpr int ALIGN_MAX_EXPERTS = 1024;
 
-template <int THREADS> __device__ void moe_align(const mt_align_args &a)
+__device__ __forceinline__ int align_expert_of(const mt_align_args &a, int s)
 {
-    __shared__ int32_t cnt[ALIGN_MAX_EXPERTS];
-    __shared__ int32_t off[ALIGN_MAX_EXPERTS + 1];
-    __shared__ int32_t cursor[ALIGN_MAX_EXPERTS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int LE = a.local_experts, bm = a.block_m;
-
-    for (int i = tid; i < LE; i += THREADS) {
-        cnt[i] = 0;
-        cursor[i] = 0;
+    const int e = a.topk_ids[s];
+    if (e < 0 || e >= a.num_experts) {
+        atomicCAS(a.error_flag, 0, s + 1);
+        return -1;
     }
-    __syncthreads();
-    for (int s = tid; s < a.num_slots; s += THREADS) {
-        const int e = a.topk_ids[s];
-        if (e < 0 || e >= a.num_experts) {
-            atomicCAS(a.error_flag, 0, s + 1);
-            continue;
-        }
-        const int le = a.expert_map ? a.expert_map[e] : e;
-        if (le >= 0 && le < LE)
-            atomicAdd(&cnt[le], 1);
-    }
-    __syncthreads();
+    const int le = a.expert_map ? a.expert_map[e] : e;
+    return le >= 0 && le < a.local_experts ? le : -1;
+}
 
-    /* Exclusive scan of the padded counts by warp 0: each lane sums a
-     * contiguous run of experts, then the lanes scan their sums. */
-    if (warp == 0) {
-        const int per = (LE + 31) / 32, begin = lane * per, end = min(begin + per, LE);
-        int mine = 0;
-        for (int i = begin; i < end; i++)
-            mine += (cnt[i] + bm - 1) / bm * bm;
-        int inc = mine;
+/* Exclusive scan of the padded counts by warp 0 into off[0..LE] (off[LE]
+ * = the padded total): each lane sums a contiguous run of experts, then the
+ * lanes scan their sums. Callers sync before and after. */
+__device__ __forceinline__ void align_scan(const int32_t *cnt, int32_t *off, int LE, int bm)
+{
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x >= 32)
+        return;
+    const int per = (LE + 31) / 32, begin = lane * per, end = min(begin + per, LE);
+    int mine = 0;
+    for (int i = begin; i < end; i++)
+        mine += (cnt[i] + bm - 1) / bm * bm;
+    int inc = mine;
 #pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-            const int y = __shfl_up_sync(0xffffffffu, inc, d);
-            if (lane >= d)
-                inc += y;
-        }
-        int run = inc - mine;
-        for (int i = begin; i < end; i++) {
-            off[i] = run;
-            run += (cnt[i] + bm - 1) / bm * bm;
-        }
-        if (lane == 31) {
-            off[LE] = inc;
-            *a.num_padded = inc;
-        }
+    for (int d = 1; d < 32; d <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d)
+            inc += y;
     }
-    __syncthreads();
-    const int total = off[LE];
+    int run = inc - mine;
+    for (int i = begin; i < end; i++) {
+        off[i] = run;
+        run += (cnt[i] + bm - 1) / bm * bm;
+    }
+    if (lane == 31)
+        off[LE] = inc;
+}
 
+/* The expert of every row block (-1 past the padded total) and the
+ * padding rows of every expert (num_slots), dealt over `parts` workers of
+ * which this CTA is `part`. */
+template <int THREADS>
+__device__ __forceinline__ void align_layout(const mt_align_args &a, const int32_t *cnt,
+                                             const int32_t *off, int part, int parts)
+{
+    const int tid = threadIdx.x, LE = a.local_experts, bm = a.block_m, total = off[LE];
     const int nblocks = a.max_padded / bm;
-    for (int b = tid; b < nblocks; b += THREADS) {
+    for (int b = part * THREADS + tid; b < nblocks; b += parts * THREADS) {
         const int row = b * bm;
         int e = -1;
         if (row < total) {   /* last expert whose range starts at or before row */
@@ -83,17 +84,71 @@ template <int THREADS> __device__ void moe_align(const mt_align_args &a)
         }
         a.block_expert[b] = e;
     }
-    for (int r = tid; r < total; r += THREADS)
-        a.sorted_ids[r] = a.num_slots;   /* padding, overwritten below where a slot lands */
+    /* Padding: the rows of each expert past its slots (fewer than bm). */
+    for (int i = part * THREADS + tid; i < LE * bm; i += parts * THREADS) {
+        const int e = i / bm, r = off[e] + cnt[e] + i % bm;
+        if (r < off[e + 1])
+            a.sorted_ids[r] = a.num_slots;
+    }
+}
+
+template <int THREADS> __device__ void moe_align(const mt_align_args &a)
+{
+    __shared__ int32_t cnt[ALIGN_MAX_EXPERTS];
+    __shared__ int32_t off[ALIGN_MAX_EXPERTS + 1];
+    __shared__ int32_t cursor[ALIGN_MAX_EXPERTS];
+    const int tid = threadIdx.x, LE = a.local_experts;
+    const bool grid = gridDim.x > 1;
+    const int s_begin = grid ? blockIdx.x * a.chunk : 0;
+    const int s_end = grid ? min(s_begin + a.chunk, a.num_slots) : a.num_slots;
+
+    if (!grid || a.phase == 0) {
+        for (int i = tid; i < LE; i += THREADS)
+            cnt[i] = 0;
+        __syncthreads();
+        for (int s = s_begin + tid; s < s_end; s += THREADS) {
+            const int le = align_expert_of(a, s);
+            if (le >= 0)
+                atomicAdd(&cnt[le], 1);
+        }
+        __syncthreads();
+        if (grid) {
+            for (int i = tid; i < LE; i += THREADS)
+                a.cta_counts[(int64_t)blockIdx.x * LE + i] = cnt[i];
+            return;
+        }
+        for (int i = tid; i < LE; i += THREADS)
+            cursor[i] = 0;
+    } else {
+        /* Totals per expert, and where this CTA's slots start in each. */
+        for (int i = tid; i < LE; i += THREADS) {
+            int before = 0, all = 0;
+            for (int b = 0; b < (int)gridDim.x; b++) {
+                const int c = a.cta_counts[(int64_t)b * LE + i];
+                before += b < (int)blockIdx.x ? c : 0;
+                all += c;
+            }
+            cnt[i] = all;
+            cursor[i] = before;
+        }
+    }
     __syncthreads();
-    for (int s = tid; s < a.num_slots; s += THREADS) {
+    align_scan(cnt, off, LE, a.block_m);
+    __syncthreads();
+    if (blockIdx.x == 0 && tid == 0)
+        *a.num_padded = off[LE];
+    align_layout<THREADS>(a, cnt, off, blockIdx.x, gridDim.x);
+    for (int i = tid; i < LE; i += THREADS)
+        cursor[i] += off[i];
+    __syncthreads();
+    for (int s = s_begin + tid; s < s_end; s += THREADS) {
         const int e = a.topk_ids[s];
         if (e < 0 || e >= a.num_experts)
             continue;
         const int le = a.expert_map ? a.expert_map[e] : e;
         if (le < 0 || le >= LE)
             continue;
-        a.sorted_ids[off[le] + atomicAdd(&cursor[le], 1)] = s;
+        a.sorted_ids[atomicAdd(&cursor[le], 1)] = s;
     }
 }
 

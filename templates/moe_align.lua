@@ -3,8 +3,8 @@
 -- Device code: moe_align.cuh.
 return {
   family = "moe_align",
-  version = 1,
-  doc = "route slots to experts, padded per expert to BLOCK_M (one CTA)",
+  version = 2,
+  doc = "route slots to experts, padded per expert to BLOCK_M (one CTA, or a grid in two phases)",
   params = {
     { name = "THREADS", abbrev = "t", values = { 256, 512, 1024 } },
   },

@@ -35,6 +35,13 @@ typedef struct mt_align_args {
     int32_t local_experts;
     int32_t block_m;
     int32_t max_padded;
+    /* Many slots: two launches of a grid of CTAs, each owning `chunk`
+     * consecutive slots. Phase 0 counts a CTA's slots per local expert into
+     * cta_counts[cta * local_experts + e]; phase 1 places them. A grid of
+     * one CTA does it all in one launch (phase and cta_counts unused). */
+    int32_t *cta_counts;
+    int32_t chunk;
+    int32_t phase;
 } mt_align_args;
 
 /* grouped_gemm: C[row, n] = sum_k A[arow, k] * B[e, n, k] for the rows of
@@ -76,6 +83,14 @@ typedef struct mt_gemm_args {
     const uint8_t *b_zero;
     int32_t a_scale_ld;
     int32_t group;
+    /* Split-K kernels (SPLIT_K > 1; the others ignore both): the tile's
+     * partial sums, [tile][split][BM * BN words] (fp32, or int32 bits for
+     * int8 accumulators), and one arrival counter per tile, tile = the
+     * CTA's output tile in [0, num_m_blocks * column tiles). The counters
+     * must be 0 at launch; the last CTA of each tile resets its own, so
+     * they are 0 again after every complete launch. */
+    float *partial;
+    int32_t *tile_count;
 } mt_gemm_args;
 
 /* act_quant: quantize rows of activations to fp8 e4m3 / int8 with dynamic

@@ -3,7 +3,7 @@
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 return {
   family = "moe_reduce",
-  version = 1,
+  version = 2,
   doc = "weigh and sum each token's expert outputs into [M, K]",
   params = {
     { name = "dtype",   abbrev = "", values = { "bf16", "fp16" } },

@@ -2,8 +2,10 @@
  * The real templates (env MT_TEMPLATE_DIR, set by CTest to templates/):
  * every family loads, its default set for sm_90a and sm_80 is non-empty
  * (a Hopper-only family prunes every sm_80 point as "needs sm_90a"), and a
- * sample of it compiles with NVRTC. Kept apart from tests/test_gen.c
- * so that templates still being written do not hide generator failures.
+ * sample of it compiles with NVRTC; grouped_gemm's split-K parameter prunes
+ * what it should and its default tiles compile in every quant mode. Kept
+ * apart from tests/test_gen.c so that templates still being written do not
+ * hide generator failures.
  */
 #include "tests/support.h"
 
@@ -72,10 +74,140 @@ static void test_builtin_templates_compile(void **state)
     mt_gen_close(g);
 }
 
+static int reason_count(const mt_prune_report *r, const char *reason)
+{
+    for (int i = 0; i < r->nreasons; i++)
+        if (!strcmp(r->reasons[i].reason, reason))
+            return r->reasons[i].count;
+    return 0;
+}
+
+/* Variants of grouped_gemm for arch under the filter pairs kv (NULL-ended). */
+static mt_variant *gemm_points(mt_gen *g, const char *arch, int defaults_only,
+                               const char *const *kv, size_t *n, mt_prune_report *r)
+{
+    mt_gen_filter f = {.family = "grouped_gemm", .arch = arch, .defaults_only = defaults_only};
+    for (int i = 0; kv[i]; i += 2, f.nparams++) {
+        f.params[f.nparams].name = kv[i];
+        f.params[f.nparams].value = kv[i + 1];
+    }
+    mt_variant *v = NULL;
+    if (mt_gen_enumerate(g, &f, &v, n, r))
+        fail_msg("grouped_gemm for %s: %s", arch, mt_gen_errmsg(g));
+    return v;
+}
+
+/* SPLIT_K: the split points are exactly the unsplit decode points with
+ * GROUP_M = 1 (every other check is blind to it), the two split-only
+ * reasons count the rest, and the names carry it. */
+static void test_split_k_pruning(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    const char *const kv[] = {"dtype", "bf16", "quant", "none", "format", "standard",
+                              "epilogue", "store", NULL};
+    size_t n = 0;
+    mt_prune_report r;
+    mt_variant *v = gemm_points(g, "sm_90a", 0, kv, &n, &r);
+    int valid[9] = {0};   /* by SPLIT_K */
+    int decode_unsplit = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t sk = mt_variant_int(&v[i], "SPLIT_K", -1);
+        const int64_t bm = mt_variant_int(&v[i], "BLOCK_M", -1);
+        const int64_t gm = mt_variant_int(&v[i], "GROUP_M", -1);
+        assert_true(sk == 1 || sk == 2 || sk == 4 || sk == 8);
+        valid[sk]++;
+        if (sk > 1)
+            assert_true(bm <= 32 && gm == 1);
+        else if (bm <= 32 && gm == 1)
+            decode_unsplit++;
+        char tail[16];
+        snprintf(tail, sizeof tail, "_sk%lld", (long long)sk);
+        const size_t len = strlen(v[i].name);
+        assert_true(len > strlen(tail) && !strcmp(v[i].name + len - strlen(tail), tail));
+    }
+    free(v);
+    assert_true(decode_unsplit > 0);
+    assert_int_equal(valid[2], decode_unsplit);
+    assert_int_equal(valid[4], decode_unsplit);
+    assert_int_equal(valid[8], decode_unsplit);
+    /* The split checks come first: per split value, BLOCK_M 64 and 128 (half
+     * of the BLOCK_M values), then GROUP_M 8 of the rest. */
+    const int per_sk = r.enumerated / 4;
+    assert_int_equal(reason_count(&r, "split-K only for decode tiles (BLOCK_M <= 32)"),
+                     3 * per_sk / 2);
+    assert_int_equal(reason_count(&r, "split-K tiles take GROUP_M = 1"), 3 * per_sk / 4);
+    mt_gen_close(g);
+}
+
+/* The default set has one split-K tile per quant mode (16x64, BLOCK_K 128
+ * for 8-bit activations, 64 otherwise, 4 slices) in every dtype, format and
+ * epilogue; one of each quant mode compiles for sm_90a and sm_80 (fp8:
+ * sm_90a only). */
+static void test_split_k_defaults_compile(void **state)
+{
+    (void)state;
+    static const char *const quants[] = {"none",       "fp8-tensor", "fp8-token",
+                                         "fp8-block",  "int8-tensor", "int8-token",
+                                         "int8-block", "w8a16",       "w4a16"};
+    static const char *const archs[] = {"sm_90a", "sm_80"};
+    static const char *const formats[] = {"standard", "batched"};
+    static const char *const epis[] = {"store", "silu", "gelu"};
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    for (int a = 0; a < 2; a++) {
+        mt_variant sample[9];
+        size_t ns = 0;
+        for (size_t q = 0; q < 9; q++) {
+            const char *const kv[] = {"quant", quants[q], "SPLIT_K", "4", NULL};
+            size_t n = 0;
+            mt_variant *v = gemm_points(g, archs[a], 1, kv, &n, NULL);
+            if (a == 1 && !strncmp(quants[q], "fp8", 3)) {
+                assert_int_equal(n, 0);
+                free(v);
+                continue;
+            }
+            assert_int_equal(n, 2 * 2 * 3);   /* dtype x format x epilogue */
+            const int w8a8 = !strncmp(quants[q], "fp8", 3) || !strncmp(quants[q], "int8", 4);
+            for (size_t i = 0; i < n; i++) {
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 16);
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_N", 0), 64);
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_K", 0), w8a8 ? 128 : 64);
+                assert_int_equal(mt_variant_int(&v[i], "GROUP_M", 0), 1);
+            }
+            /* A different dtype, format and epilogue from one mode to the next. */
+            const size_t want = ((q % 2) * 2 + (q / 2) % 2) * 3 + q % 3;
+            sample[ns] = v[want];
+            assert_string_equal(mt_variant_get(&sample[ns], "format"), formats[(q / 2) % 2]);
+            assert_string_equal(mt_variant_get(&sample[ns], "epilogue"), epis[q % 3]);
+            ns++;
+            free(v);
+        }
+        mt_kernel_binary *b = NULL;
+        const mt_status st = mt_gen_compile(g, sample, ns, &b);
+        for (size_t i = 0; i < ns; i++)
+            if (b && b[i].status)
+                fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
+        assert_int_equal(st, MT_OK);
+        for (size_t i = 0; i < ns; i++)
+            assert_true(b[i].image_len > 0);
+        printf("  grouped_gemm split-K defaults %s: compiled %zu\n", archs[a], ns);
+        mt_kernel_binaries_free(b, ns);
+    }
+    mt_gen_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_templates_compile),
+        cmocka_unit_test(test_split_k_pruning),
+        cmocka_unit_test(test_split_k_defaults_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

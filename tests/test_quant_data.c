@@ -4,7 +4,9 @@
  * packing, zero points, determinism, agreement with numeric.h's quantizers)
  * and NVRTC compiles of the quantized grouped_gemm and act_quant variants
  * for sm_90a and sm_80 (fp8 pruned on sm_80). MT_QUANT_COMPILE_ALL=1
- * compiles every default variant instead of a sample.
+ * compiles every default variant instead of a sample. Also the launcher's
+ * checks and workspace sizing that need no GPU: quant plans and split-K
+ * plans.
  */
 #include "tests/support.h"
 
@@ -87,7 +89,7 @@ static void test_quant_kernels_compile(void **state)
             if (fp8 && a == 1)
                 assert_int_equal(n, 0);   /* no fp8 tensor cores on sm_80: pruned */
             else
-                assert_true(n > 0 && n <= 3 * 2 * 2 * 3);   /* <= 3 tiles per combination */
+                assert_true(n > 0 && n <= 4 * 2 * 2 * 3);   /* <= 4 tiles per combination */
         }
         static const char *const qt[] = {"fp8", "int8"};
         for (int i = 0; i < 2; i++) {
@@ -346,6 +348,15 @@ static void test_problem_data_every_mode(void **state)
         }
 }
 
+static mt_gen *open_templates(void)
+{
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    return g;
+}
+
 /* A kernel of the plan without a GPU: plan checks read only v and fn. */
 static void fake_kernel(mt_gen *g, mt_kernel *k, const char *family, const char *arch,
                         const char *const *kv)
@@ -373,10 +384,7 @@ static void test_plan_check_quant(void **state)
 {
     (void)state;
     char msg[256];
-    mt_gen_config cfg = {.no_cache = 1};
-    mt_gen *g = NULL;
-    if (mt_gen_open(&cfg, &g))
-        fail_msg("templates: %s", mt_gen_errmsg(g));
+    mt_gen *g = open_templates();
     const char *const none_kv[] = {NULL};
     const char *const rd_kv[] = {"dtype", "bf16", NULL};
     const char *const g1_kv[] = {"dtype", "bf16", "quant", "fp8-block", "format", "standard",
@@ -457,6 +465,105 @@ static void test_plan_check_quant(void **state)
     mt_gen_close(g);
 }
 
+/* Set an existing parameter of a variant (a variant no template makes). */
+static void set_param(mt_variant *v, const char *name, const char *value)
+{
+    for (int i = 0; i < v->nparams; i++)
+        if (!strcmp(v->params[i].name, name)) {
+            mt_strlcpy(v->params[i].value, value, sizeof v->params[i].value);
+            return;
+        }
+    fail_msg("%s has no parameter %s", v->name, name);
+}
+
+/* A bf16 plan with the default 16-row GEMM tiles of split factor sk:
+ * GEMM1 fusing silu (standard) or storing (batched), GEMM2 storing. */
+static void split_plan(mt_gen *g, mt_moe_plan *plan, const char *sk, const char *format)
+{
+    const int batched = !strcmp(format, "batched");
+    const char *const none_kv[] = {NULL};
+    const char *const rd_kv[] = {"dtype", "bf16", NULL};
+    const char *const am_kv[] = {"dtype", "bf16", "activation", "silu", NULL};
+    const char *const g1_kv[] = {"dtype", "bf16", "quant", "none", "format", format, "epilogue",
+                                 batched ? "store" : "silu", "BLOCK_M", "16", "SPLIT_K", sk, NULL};
+    const char *const g2_kv[] = {"dtype", "bf16", "quant", "none", "format", format, "epilogue",
+                                 "store", "BLOCK_M", "16", "SPLIT_K", sk, NULL};
+    memset(plan, 0, sizeof *plan);
+    fake_kernel(g, &plan->step[MT_STEP_ALIGN], "moe_align", "sm_90a", none_kv);
+    fake_kernel(g, &plan->step[MT_STEP_GEMM1], "grouped_gemm", "sm_90a", g1_kv);
+    fake_kernel(g, &plan->step[MT_STEP_ACT], "act_and_mul", "sm_90a", am_kv);
+    fake_kernel(g, &plan->step[MT_STEP_GEMM2], "grouped_gemm", "sm_90a", g2_kv);
+    fake_kernel(g, &plan->step[MT_STEP_REDUCE], "moe_reduce", "sm_90a", rd_kv);
+}
+
+/* Split-K plans: the workspace grows by the tile counters and the larger
+ * GEMM's partial sums (tiles * SPLIT_K * BLOCK_M * BLOCK_N floats) and
+ * nothing else, unsplit plans do not depend on the tile counts at all, the
+ * GEMMs may split differently, and the plan check wants a sane SPLIT_K. */
+static void test_plan_split_k(void **state)
+{
+    (void)state;
+    char msg[256];
+    mt_gen *g = open_templates();
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const char *format = fmt ? "batched" : "standard";
+        mt_problem p;
+        mt_problem_init(&p, 64, 8, 2, 256, 128);   /* 128 slots, 8 experts busy */
+        p.format = fmt ? MT_FORMAT_BATCHED : MT_FORMAT_STANDARD;
+        p.max_tokens = 40;
+        mt_moe_plan one, four;
+        split_plan(g, &one, "1", format);
+        split_plan(g, &four, "4", format);
+        mt_status st = mt_moe_plan_check(&four, &p, msg, sizeof msg);
+        if (st)
+            fail_msg("%s split-K plan refused: %s", format, msg);
+        assert_int_equal(mt_moe_plan_check(&one, &p, msg, sizeof msg), MT_OK);
+        /* Row blocks of 16: standard pads each of the 8 experts' rows
+         * (128 slots) to 16, batched has ceil(40 / 16) per expert. */
+        const int64_t mblocks = fmt ? 8 * 3 : (128 + 8 * 15 + 15) / 16;
+        const int64_t bn1 = fmt ? 64 : 32;   /* fused: 32 output columns per tile */
+        const int64_t tiles1 = mblocks * (((fmt ? 2 * p.N : p.N) + bn1 - 1) / bn1);
+        const int64_t tiles2 = mblocks * ((p.K + 63) / 64);
+        const size_t counters = (size_t)(tiles1 + tiles2) * sizeof(int32_t);
+        const size_t partial =
+            (size_t)(tiles1 > tiles2 ? tiles1 : tiles2) * 4 * 16 * 64 * sizeof(float);
+        const size_t s1 = mt_moe_workspace_size(&one, &p), s4 = mt_moe_workspace_size(&four, &p);
+        printf("  %s: workspace %zu bytes unsplit, %zu split-K (partials %zu, counters %zu)\n",
+               format, s1, s4, partial, counters);
+        /* Regions are aligned to at most 256 bytes. */
+        assert_true(s4 >= s1 + partial + counters - 256);
+        assert_true(s4 <= s1 + partial + counters + 2 * 256);
+        /* Unsplit: no counters, so the size ignores how many tiles there are. */
+        mt_moe_plan narrow = one;
+        set_param(&narrow.step[MT_STEP_GEMM1].v, "BLOCK_N", "32");
+        set_param(&narrow.step[MT_STEP_GEMM2].v, "BLOCK_N", "32");
+        assert_int_equal(mt_moe_workspace_size(&narrow, &p), s1);
+
+        /* One GEMM split, the other not (GEMM2's K is often far shorter):
+         * accepted, with the counters of both and the split one's partials. */
+        for (int which = 0; which < 2; which++) {
+            mt_moe_plan mixed = which ? one : four;
+            mixed.step[MT_STEP_GEMM2] = which ? four.step[MT_STEP_GEMM2] : one.step[MT_STEP_GEMM2];
+            if (mt_moe_plan_check(&mixed, &p, msg, sizeof msg))
+                fail_msg("%s mixed split plan refused: %s", format, msg);
+            const size_t part = (size_t)(which ? tiles2 : tiles1) * 4 * 16 * 64 * sizeof(float);
+            const size_t sm = mt_moe_workspace_size(&mixed, &p);
+            assert_true(sm >= s1 + part + counters - 256);
+            assert_true(sm <= s1 + part + counters + 2 * 256);
+        }
+        /* A SPLIT_K no template makes (a damaged database row): refused. */
+        static const char *const bad_sk[] = {"0", "100000"};
+        for (int i = 0; i < 2; i++) {
+            mt_moe_plan bad = four;
+            set_param(&bad.step[MT_STEP_GEMM1].v, "SPLIT_K", bad_sk[i]);
+            set_param(&bad.step[MT_STEP_GEMM2].v, "SPLIT_K", bad_sk[i]);
+            assert_int_equal(mt_moe_plan_check(&bad, &p, msg, sizeof msg), MT_ERR_INVALID_ARG);
+            assert_non_null(strstr(msg, "SPLIT_K"));
+        }
+    }
+    mt_gen_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +573,7 @@ int main(void)
         cmocka_unit_test(test_oracle_agrees_with_layouts),
         cmocka_unit_test(test_problem_data_every_mode),
         cmocka_unit_test(test_plan_check_quant),
+        cmocka_unit_test(test_plan_split_k),
         cmocka_unit_test(test_quant_kernels_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,7 +25,8 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     /* Weights are re-read once per row block of an expert; GROUP_M ordering
      * lets neighbouring row blocks share them through L2. */
     const double reread = mt_variant_int(v, "GROUP_M", 1) > 1 ? 1.0 + (mblocks - 1.0) * 0.25 : mblocks;
-    const double bytes = busy * n_out * k * es * reread + (double)slots * k * es * ceil(n_out / bn);
+    const double weight_bytes =
+        busy * n_out * k * es * reread + (double)slots * k * es * ceil(n_out / bn);
     const double flops = 2.0 * busy * mblocks * bm * n_out * k;
     /* mma.sync: bigger warp tiles use the tensor cores better (fewer shared
      * loads per MMA), at most half the peak. Warpgroup MMA reads both
@@ -38,7 +39,16 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
         const double wn = bn / (double)mt_variant_int(v, "WARPS_N", 1);
         mma_eff = fmin(1.0, sqrt(wm * wn / (64.0 * 64.0))) * 0.5;
     }
-    const double ctas = busy * mblocks * ceil(n_out / bn);
+    /* Split-K: SPLIT_K CTAs per tile, each streaming a 1/SPLIT_K slice of
+     * K. That puts more weight bytes in flight when the tiles alone leave
+     * SMs idle (the wave term below: at most SPLIT_K times as many CTAs),
+     * for the price of each CTA writing its fp32 tile and the tile's last
+     * CTA reading them all back. At large M the tiles fill the GPU anyway
+     * and only the price is left. */
+    const double sk = (double)mt_variant_int(v, "SPLIT_K", 1);
+    const double tiles = busy * mblocks * ceil(n_out / bn);
+    const double bytes = weight_bytes + (sk > 1.0 ? tiles * 2.0 * sk * bm * bn * 4.0 : 0.0);
+    const double ctas = tiles * sk;
     const double per_sm = fmax(1.0, floor(fmin(2048.0 / (double)v->threads,
                                                228.0 * 1024.0 / fmax(1.0, (double)v->smem_bytes))));
     const double waves = ctas / ((double)sm_count * per_sm);
@@ -94,8 +104,9 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
     }
     qsort(r, m, sizeof *r, by_time);
     /* The model is coarse: take the best of each tile shape first (so the
-     * candidates differ in shape, not only in stages or warps), then fill
-     * up in model order. */
+     * candidates differ in shape, not only in stages or warps; a split
+     * factor makes another shape, so that split and unsplit tiles are both
+     * timed), then fill up in model order. */
     size_t k = 0;
     for (int pass = 0; pass < 2 && k < (size_t)max; pass++)
         for (size_t i = 0; i < m && k < (size_t)max; i++) {
@@ -109,6 +120,7 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
                               mt_variant_int(u, "BLOCK_M", 0) == mt_variant_int(v, "BLOCK_M", 0) &&
                               mt_variant_int(u, "BLOCK_N", 0) == mt_variant_int(v, "BLOCK_N", 0) &&
                               mt_variant_int(u, "BLOCK_K", 0) == mt_variant_int(v, "BLOCK_K", 0) &&
+                              mt_variant_int(u, "SPLIT_K", 1) == mt_variant_int(v, "SPLIT_K", 1) &&
                               !strcmp(mt_variant_get(u, "epilogue"), mt_variant_get(v, "epilogue"));
             }
             if (shape_taken)

@@ -11,13 +11,16 @@
 #include "moetune/problem.h"
 #include "moetune/variant.h"
 
-/* Modelled microseconds of GEMM1 (second = 0) or GEMM2 of p with tile v. */
+/* Modelled microseconds of GEMM1 (second = 0) or GEMM2 of p with tile v
+ * (split-K tiles: more CTAs in flight, plus the partial sums' traffic). */
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count);
 
 /* Up to `max` variants of `all` for one stage, best modelled first:
  * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
  * a store sibling present), stage 2 = GEMM2 candidates ("store") whose
- * BLOCK_M equals block_m. Writes indices into out; returns the count. */
+ * BLOCK_M equals block_m, of any SPLIT_K (GEMM2's K is N, often far
+ * shorter than GEMM1's, so it may want another split). Writes indices into
+ * out; returns the count (0 when out of memory). */
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out);
 

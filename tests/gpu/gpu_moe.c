@@ -3,7 +3,9 @@
  * formats) against the CPU oracle: every default grouped-GEMM variant, with
  * and without the fused activation epilogue, over a matrix of M, (E, topk),
  * (K, N), activations, expert_map and router-weight placement, on fresh
- * random inputs, with the output poisoned (NaN bytes) before each run.
+ * random inputs, with the output poisoned (NaN bytes) before each run;
+ * and a split-K plan run again and again on the same inputs gives the same
+ * bits.
  *
  * MT_GPU_MOE_QUICK=1 mm_runs a reduced matrix. Skipped (77) without a GPU.
  */
@@ -114,6 +116,33 @@ static void test_matrix(void **state)
     assert_int_equal(mm_failures, 0);
 }
 
+/* The first loaded bf16 standard-format grouped_gemm kernel with that
+ * epilogue, unsplit (split 0) or split-K (split 1); NULL if none. */
+static const char *bf16_gemm(const char *epilogue, int split)
+{
+    for (size_t i = 0; i < mm_kernels.n; i++) {
+        const mt_variant *v = &mm_kernels.k[i].v;
+        if (!strcmp(v->family, "grouped_gemm") && !strcmp(mt_variant_get(v, "dtype"), "bf16") &&
+            !strcmp(mt_variant_get(v, "format"), "standard") &&
+            !strcmp(mt_variant_get(v, "epilogue"), epilogue) &&
+            (mt_variant_int(v, "SPLIT_K", 1) > 1) == split)
+            return v->name;
+    }
+    return NULL;
+}
+
+/* A plan of the loaded kernels around gemm1 g1, and a workspace for it. */
+static void plan_with_workspace(const mt_problem *p, const char *g1, mt_moe_plan *plan,
+                                CUdeviceptr *ws, size_t *ws_size)
+{
+    char msg[256];
+    assert_non_null(g1);
+    if (mt_plan_compose(&mm_kernels, p, g1, plan, msg, sizeof msg))
+        fail_msg("%s", msg);
+    *ws_size = mt_moe_workspace_size(plan, p);
+    assert_int_equal(mt_cu.cuMemAlloc(ws, *ws_size), CUDA_SUCCESS);
+}
+
 /* An out-of-range topk id is reported through the device-side flag. */
 static void test_bad_topk_id_flagged(void **state)
 {
@@ -126,19 +155,10 @@ static void test_bad_topk_id_flagged(void **state)
     int32_t bad = 11;
     assert_int_equal(mt_cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d.d.topk_ids + 5 * sizeof(int32_t),
                                         &bad, sizeof bad), CUDA_SUCCESS);
-    const char *g1 = NULL;
-    for (size_t i = 0; i < mm_kernels.n && !g1; i++)
-        if (!strcmp(mm_kernels.k[i].v.family, "grouped_gemm") &&
-            !strcmp(mt_variant_get(&mm_kernels.k[i].v, "dtype"), "bf16") &&
-            !strcmp(mt_variant_get(&mm_kernels.k[i].v, "format"), "standard") &&
-            !strcmp(mt_variant_get(&mm_kernels.k[i].v, "epilogue"), "store"))
-            g1 = mm_kernels.k[i].v.name;
-    assert_non_null(g1);
     mt_moe_plan plan;
-    assert_int_equal(mt_plan_compose(&mm_kernels, &d.p, g1, &plan, msg, sizeof msg), MT_OK);
-    size_t ws_size = mt_moe_workspace_size(&plan, &d.p);
     CUdeviceptr ws;
-    assert_int_equal(mt_cu.cuMemAlloc(&ws, ws_size), CUDA_SUCCESS);
+    size_t ws_size;
+    plan_with_workspace(&d.p, bf16_gemm("store", 0), &plan, &ws, &ws_size);
     assert_int_equal(mt_moe_run(&plan, &d.p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg), MT_OK);
     assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
     assert_int_equal(mt_moe_read_error(ws, &d.p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
@@ -148,11 +168,67 @@ static void test_bad_topk_id_flagged(void **state)
     mt_problem_data_free(&d);
 }
 
+/* A split-K plan is deterministic: the last CTA of a tile adds the K
+ * slices in split order whatever order they finished in, so runs on the
+ * same inputs (workspace and output poisoned in between) agree bit for bit,
+ * and with the oracle. The last run skips the align step, which clears the
+ * tile counters: the previous run's last CTAs must have re-armed them.
+ * GEMM1 K = 2048: 8 K tiles per slice; 5 tokens x top 8 of 128 experts. */
+static void test_split_k_deterministic(void **state)
+{
+    (void)state;
+    char msg[256];
+    mt_problem p;
+    mt_problem_init(&p, 5, 128, 8, 2048, 768);
+    mt_problem_data d;
+    assert_int_equal(mt_problem_data_make(&d, &p, MT_ROUTING_UNIFORM, 21, 1, msg, sizeof msg),
+                     MT_OK);
+    p = d.p;
+    const char *g1 = bf16_gemm(mt_activation_name(p.activation), 1);
+    mt_moe_plan plan;
+    CUdeviceptr ws;
+    size_t ws_size;
+    plan_with_workspace(&p, g1, &plan, &ws, &ws_size);
+    const size_t bytes = (size_t)(p.M * p.K) * mt_dtype_size(p.dtype);
+    enum { RUNS = 5 };
+    unsigned char *got[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        got[r] = malloc(bytes);
+        assert_non_null(got[r]);
+        const CUdeviceptr out = (CUdeviceptr)(uintptr_t)d.d.out;
+        assert_int_equal(mt_cu.cuMemsetD8(out, 0xFF, bytes), CUDA_SUCCESS);
+        const int again = r == RUNS - 1;   /* on the workspace the last run left */
+        if (!again)
+            assert_int_equal(mt_cu.cuMemsetD8(ws, 0xFF, ws_size), CUDA_SUCCESS);
+        const unsigned steps = again ? MT_STEPS_EVERY & ~MT_STEP_BIT(MT_STEP_ALIGN) : MT_STEPS_EVERY;
+        assert_int_equal(mt_moe_run_steps(&plan, &p, &d.d, ws, ws_size, steps, mm_stream, msg,
+                                          sizeof msg),
+                         MT_OK);
+        assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemcpyDtoH(got[r], out, bytes), CUDA_SUCCESS);
+    }
+    /* Right, not merely repeatable. */
+    int64_t tokens[5] = {0, 1, 2, 3, 4}, nans = 0;
+    float *ref = calloc((size_t)(p.M * p.K), sizeof(float));
+    assert_int_equal(mt_oracle_fused_moe(&p, &d.h_std, tokens, p.M, ref, msg, sizeof msg), MT_OK);
+    const double err = mt_rel_l2(got[0], p.dtype, ref, tokens, p.M, p.K, &nans);
+    printf("split-K %s: %d runs, rel_l2 %.2e, nan %lld\n", g1, RUNS, err, (long long)nans);
+    assert_true(err < 1e-2 && nans == 0);
+    for (int r = 1; r < RUNS; r++)
+        assert_memory_equal(got[0], got[r], bytes);
+    for (int r = 0; r < RUNS; r++)
+        free(got[r]);
+    free(ref);
+    mt_cu.cuMemFree(ws);
+    mt_problem_data_free(&d);
+}
+
 int main(void)
 {
     mt_test_require_gpu();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_topk_id_flagged),
+        cmocka_unit_test(test_split_k_deterministic),
         cmocka_unit_test(test_matrix),
     };
     return cmocka_run_group_tests(tests, setup, mm_teardown);

@@ -1,0 +1,161 @@
+/*
+ * The tuner's candidate model and selection (tuner/select.h) on the real
+ * grouped_gemm variants, as far as split-K changes them: split tiles win
+ * the model at decode sizes, where the unsplit tiles leave SMs idle, and
+ * lose at prefill sizes; GEMM2 candidates share GEMM1's BLOCK_M and
+ * SPLIT_K; the untuned default stays the unsplit tile.
+ */
+#include "tests/support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moetune/gen.h"
+#include "tuner/select.h"
+
+#define SM_COUNT 132
+
+/* The valid bf16 unquantized standard-format grouped_gemm points for
+ * sm_90a, and the default set among them, enumerated once. */
+static mt_variant *all, *defs;
+static size_t nall, ndefs;
+
+static int setup(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_gen_filter f = {.family = "grouped_gemm", .arch = "sm_90a", .nparams = 3,
+                       .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
+    int rc = mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &all, &nall, NULL);
+    f.defaults_only = 1;
+    rc = rc || mt_gen_enumerate(g, &f, &defs, &ndefs, NULL);
+    if (rc)
+        fprintf(stderr, "grouped_gemm: %s\n", mt_gen_errmsg(g));
+    mt_gen_close(g);
+    return rc ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(all);
+    free(defs);
+    return 0;
+}
+
+/* Qwen3-30B-A3B's experts: 128 of them, top 8, hidden 2048, 768 wide. */
+static mt_problem qwen3(int64_t M)
+{
+    mt_problem p;
+    mt_problem_init(&p, M, 128, 8, 2048, 768);
+    return p;
+}
+
+/* The default 16-row tiles differ only in SPLIT_K: the model prefers the
+ * split one for one token (8 experts x 24 column tiles = 192 CTAs on 132
+ * SMs) and the unsplit one for 4096 tokens (the tiles fill the GPU many
+ * times over, the partials are pure cost). */
+static void test_model_split_decode_only(void **state)
+{
+    (void)state;
+    const mt_variant *one = NULL, *four = NULL;
+    for (size_t i = 0; i < ndefs; i++) {
+        const mt_variant *v = &defs[i];
+        if (mt_variant_int(v, "BLOCK_M", 0) != 16 || strcmp(mt_variant_get(v, "epilogue"), "store"))
+            continue;
+        if (mt_variant_int(v, "SPLIT_K", 0) == 1)
+            one = v;
+        else if (mt_variant_int(v, "SPLIT_K", 0) == 4)
+            four = v;
+    }
+    assert_non_null(one);
+    assert_non_null(four);
+    static const int64_t Ms[] = {1, 4096};
+    for (int m = 0; m < 2; m++) {
+        const mt_problem p = qwen3(Ms[m]);
+        for (int second = 0; second < 2; second++) {
+            const double t1 = mt_gemm_model_us(one, &p, second, SM_COUNT);
+            const double t4 = mt_gemm_model_us(four, &p, second, SM_COUNT);
+            printf("  M=%lld gemm%d: unsplit %.1f us, split-K 4 %.1f us\n", (long long)Ms[m],
+                   second + 1, t1, t4);
+            assert_true(t1 > 0.0 && t4 > 0.0);
+            if (m == 0)
+                assert_true(t4 < t1);
+            else
+                assert_true(t4 > t1);
+        }
+    }
+}
+
+/* Over the whole valid space: the model's GEMM1 picks include split
+ * tiles for one token (whether they beat the best unsplit ones is for the
+ * timing to say) and none for 4096 tokens. */
+static void test_select_stage_split(void **state)
+{
+    (void)state;
+    size_t pick[12];
+    static const int64_t Ms[] = {1, 4096};
+    for (int m = 0; m < 2; m++) {
+        const mt_problem p = qwen3(Ms[m]);
+        size_t k = mt_select_stage(all, nall, &p, 1, 0, SM_COUNT, 12, pick);
+        assert_int_equal(k, 12);
+        int split = 0;
+        for (size_t i = 0; i < k; i++)
+            split += mt_variant_int(&all[pick[i]], "SPLIT_K", 0) > 1;
+        printf("  M=%lld: %d of %zu picks split, first %s\n", (long long)Ms[m], split, k,
+               all[pick[0]].name);
+        if (m == 0)
+            assert_true(split > 0);
+        else
+            assert_int_equal(split, 0);
+    }
+}
+
+/* GEMM2 candidates: store tiles of the asked BLOCK_M, of any split factor
+ * (a plan may pair a split GEMM1 with an unsplit GEMM2 and the other way
+ * round), and at M=1 both kinds are offered. */
+static void test_select_gemm2_any_split(void **state)
+{
+    (void)state;
+    const mt_problem p = qwen3(1);
+    size_t pick[12];
+    size_t k = mt_select_stage(all, nall, &p, 2, 32, SM_COUNT, 12, pick);
+    assert_true(k > 0);
+    int split = 0, unsplit = 0;
+    for (size_t i = 0; i < k; i++) {
+        const mt_variant *v = &all[pick[i]];
+        assert_string_equal(mt_variant_get(v, "epilogue"), "store");
+        assert_int_equal(mt_variant_int(v, "BLOCK_M", 0), 32);
+        split += mt_variant_int(v, "SPLIT_K", 1) > 1;
+        unsplit += mt_variant_int(v, "SPLIT_K", 1) == 1;
+    }
+    assert_true(split > 0 && unsplit > 0);
+}
+
+/* The untuned default among the default set (which has split tiles of the
+ * same BLOCK_M) is unsplit, at decode and at prefill sizes. */
+static void test_default_is_unsplit(void **state)
+{
+    (void)state;
+    static const int64_t Ms[] = {1, 64, 1024};   /* 16-, 16- and 64-row tiles */
+    for (int m = 0; m < 3; m++) {
+        const mt_problem p = qwen3(Ms[m]);
+        size_t d = mt_find_default(defs, ndefs, &p);
+        assert_true(d < ndefs);
+        assert_int_equal(mt_variant_int(&defs[d], "SPLIT_K", 0), 1);
+        assert_string_equal(mt_variant_get(&defs[d], "epilogue"), "silu");
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_model_split_decode_only),
+        cmocka_unit_test(test_select_stage_split),
+        cmocka_unit_test(test_select_gemm2_any_split),
+        cmocka_unit_test(test_default_is_unsplit),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
