@@ -46,7 +46,8 @@ static void *dev_copy(int g, const void *src, size_t bytes)
     if (!cu_ok(mt_cu.cuMemAlloc(&d, bytes ? bytes : 16), "cuMemAlloc"))
         exit(1);
     if (!cu_ok(src ? mt_cu.cuMemcpyHtoD(d, src, bytes) : mt_cu.cuMemsetD8(d, 0, bytes ? bytes : 16),
-               src ? "cuMemcpyHtoD" : "cuMemsetD8"))
+               src ? "cuMemcpyHtoD" : "cuMemsetD8") ||
+        !cu_ok(mt_cu.cuCtxSynchronize(), "cuCtxSynchronize"))   /* landed before any stream */
         exit(1);
     return (void *)(uintptr_t)d;
 }

@@ -158,6 +158,9 @@ static mt_status upload_tables(mt_ep *ep)
               sizeof ep->err);
     MT_CU_TRY(mt_cu.cuMemcpyHtoD(ep->d_map, map, (size_t)(E + 1) * sizeof *map), ep->err,
               sizeof ep->err);
+    /* Pageable copies may return before their DMA lands, and the caller's
+     * (non-blocking) stream is not ordered after the legacy one. */
+    MT_CU_TRY(mt_cu.cuCtxSynchronize(), ep->err, sizeof ep->err);
 fail:
     free(rank);
     free(map);

@@ -378,6 +378,7 @@ static mt_status load_spin_kernel(gpu_backend *b, char *msg, size_t msg_size)
     MT_CU_TRY(mt_cu.cuModuleGetFunction(&b->spin, b->spin_mod, "mt_spin_forever"), msg, msg_size);
     MT_CU_TRY(mt_cu.cuMemAlloc(&b->spin_flag, sizeof(int)), msg, msg_size);
     MT_CU_TRY(mt_cu.cuMemsetD8(b->spin_flag, 0, sizeof(int)), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuCtxSynchronize(), msg, msg_size);   /* before any non-blocking stream */
     free(image);
     return MT_OK;
 fail:

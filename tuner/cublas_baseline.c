@@ -91,6 +91,8 @@ mt_status mt_cublas_baseline_create(const mt_problem *p, const int32_t *counts,
         hp[5 * LE + g] = (char *)t->out + (size_t)(r0 * p->K) * es;
     }
     MT_CU_TRY(mt_cu.cuMemcpyHtoD(b->ptrs, hp, (size_t)(6 * LE) * sizeof(void *)), msg, msg_size);
+    /* Pageable copies may return before their DMA lands. */
+    MT_CU_TRY(mt_cu.cuCtxSynchronize(), msg, msg_size);
     MT_CUBLAS_TRY(cublasCreate(&b->handle));
     free(hp);
     *out = b;

@@ -456,6 +456,9 @@ mt_status mt_rank_slice_upload(const mt_problem_data *d, int64_t tok0, int64_t M
     s->mem[s->nmem++] = out;
     MT_CU_TRY(mt_cu.cuMemsetD8(out, 0xFF, out_bytes), msg, msg_size);
     t->out = (void *)(uintptr_t)out;
+    /* The uploads and the poison land before any (non-blocking) stream
+     * reads them: see mt_problem_data_make. */
+    MT_CU_TRY(mt_cu.cuCtxSynchronize(), msg, msg_size);
     return MT_OK;
 fail:
     mt_rank_slice_free(s);
@@ -643,6 +646,10 @@ mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routi
         MT_CU_TRY(mt_cu.cuMemAlloc(&out, obytes ? obytes : 16), msg, msg_size);
         d->d_mem[d->nd_mem++] = out;
         d->d.out = (void *)(uintptr_t)out;
+        /* A copy from pageable memory may return before its DMA lands, and
+         * the legacy stream it rides does not order the non-blocking streams
+         * the work runs on: wait for every upload here. */
+        MT_CU_TRY(mt_cu.cuCtxSynchronize(), msg, msg_size);
     }
     return MT_OK;
 fail:

@@ -62,16 +62,20 @@ mt_status mt_plan_check(const mt_plan_ref *r, const mt_moe_plan *plan, const mt_
     const int batched = p->format == MT_FORMAT_BATCHED;
     mt_status st = MT_OK;
     memset(out, 0, sizeof *out);
-    /* Poisoned output: a step that writes nothing leaves NaN behind. */
+    /* Poisoned output: a step that writes nothing leaves NaN behind. On the
+     * run's stream: a plain cuMemsetD8 rides the legacy stream, which does
+     * not order a non-blocking one, and could land after the results. */
     size_t out_bytes = (size_t)((batched ? p->local_E * p->max_tokens : p->M) * p->K) * es;
-    MT_CU_TRY(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)t->out, 0xFF, out_bytes), msg, msg_size);
+    MT_CU_TRY(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)t->out, 0xFF, out_bytes, stream), msg,
+              msg_size);
     if (before && (st = before(before_ctx, stream, msg, msg_size)))
         return st;
     if ((st = mt_moe_run(plan, p, t, ws, ws_size, stream, msg, msg_size)))
         return st;
     CUdeviceptr result = (CUdeviceptr)(uintptr_t)t->out;
     if (batched) {
-        MT_CU_TRY(mt_cu.cuMemsetD8(r->comb, 0xFF, (size_t)(p->M * p->K) * es), msg, msg_size);
+        MT_CU_TRY(mt_cu.cuMemsetD8Async(r->comb, 0xFF, (size_t)(p->M * p->K) * es, stream), msg,
+                  msg_size);
         if ((st = mt_moe_combine(plan, p, result, d->d_slot_row,
                                  p->apply_router_weight_on_input
                                      ? 0 : (CUdeviceptr)(uintptr_t)d->d.topk_weights,

@@ -61,6 +61,9 @@ static CUdeviceptr upload(int dev, const void *src, size_t bytes)
     assert_int_equal(mt_cu.cuMemAlloc(&d, bytes), CUDA_SUCCESS);
     if (src)
         assert_int_equal(mt_cu.cuMemcpyHtoD(d, src, bytes), CUDA_SUCCESS);
+    /* Pageable copies may return before the DMA lands; the work runs on
+     * non-blocking streams. */
+    assert_int_equal(mt_cu.cuCtxSynchronize(), CUDA_SUCCESS);
     return d;
 }
 
@@ -339,7 +342,7 @@ static void graph_case(mt_act_format fmt)
     use(0);
     if (!st && mt_cu.cuStreamSynchronize(streams[0]) == CUDA_SUCCESS)
         assert_int_equal(mt_cu.cuMemcpyDtoH(a, m.out, bytes), CUDA_SUCCESS);
-    assert_int_equal(mt_cu.cuMemsetD8(m.out, 0xff, bytes), CUDA_SUCCESS);
+    assert_int_equal(mt_cu.cuMemsetD8Async(m.out, 0xff, bytes, streams[0]), CUDA_SUCCESS);
     CUresult r = mt_cu.cuStreamBeginCapture(streams[0], CU_STREAM_CAPTURE_MODE_RELAXED);
     if (!st && r == CUDA_SUCCESS)
         st = mt_ep_run(ep, p.M, &m.t, dptr(m.ws), m.ws_size, streams[0]);

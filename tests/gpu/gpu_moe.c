@@ -155,6 +155,7 @@ static void test_bad_topk_id_flagged(void **state)
     int32_t bad = 11;
     assert_int_equal(mt_cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d.d.topk_ids + 5 * sizeof(int32_t),
                                         &bad, sizeof bad), CUDA_SUCCESS);
+    assert_int_equal(mt_cu.cuCtxSynchronize(), CUDA_SUCCESS);   /* the DMA has landed */
     mt_moe_plan plan;
     CUdeviceptr ws;
     size_t ws_size;
@@ -196,10 +197,10 @@ static void test_split_k_deterministic(void **state)
         got[r] = malloc(bytes);
         assert_non_null(got[r]);
         const CUdeviceptr out = (CUdeviceptr)(uintptr_t)d.d.out;
-        assert_int_equal(mt_cu.cuMemsetD8(out, 0xFF, bytes), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemsetD8Async(out, 0xFF, bytes, mm_stream), CUDA_SUCCESS);
         const int again = r == RUNS - 1;   /* on the workspace the last run left */
         if (!again)
-            assert_int_equal(mt_cu.cuMemsetD8(ws, 0xFF, ws_size), CUDA_SUCCESS);
+            assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
         const unsigned steps = again ? MT_STEPS_EVERY & ~MT_STEP_BIT(MT_STEP_ALIGN) : MT_STEPS_EVERY;
         assert_int_equal(mt_moe_run_steps(&plan, &p, &d.d, ws, ws_size, steps, mm_stream, msg,
                                           sizeof msg),

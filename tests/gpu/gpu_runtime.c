@@ -255,8 +255,10 @@ static int run_and_check(mt_modular_kernel *mk, const mt_problem *p0, int64_t M,
     float *ref = calloc((size_t)(M * p.K), sizeof *ref);
     void *got = malloc(obytes);
     mt_oracle_fused_moe(&d.p, &d.h_std, NULL, 0, ref, msg, sizeof msg);
-    mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, obytes);
-    mt_cu.cuMemsetD8(ws, 0xFF, mt_modular_kernel_workspace_size(mk));
+    /* Poison on the call's stream: the legacy stream of a plain cuMemsetD8
+     * does not order the non-blocking one the call runs on. */
+    mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, obytes, stream);
+    mt_cu.cuMemsetD8Async(ws, 0xFF, mt_modular_kernel_workspace_size(mk), stream);
     mt_status st = mt_modular_kernel_run(mk, M, &d.d, (void *)(uintptr_t)ws,
                                          mt_modular_kernel_workspace_size(mk), stream);
     if (!st && mt_cu.cuStreamSynchronize(stream) != CUDA_SUCCESS)
@@ -374,7 +376,7 @@ static void test_graph_capture(void **state)
         ok = ok && mt_cu.cuGraphInstantiate(&exec, graph, 0) == CUDA_SUCCESS;
         int same = 0;
         for (int rep = 0; ok && rep < 3; rep++) {
-            mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, ob);
+            mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, ob, stream);
             ok = mt_cu.cuGraphLaunch(exec, stream) == CUDA_SUCCESS &&
                  mt_cu.cuStreamSynchronize(stream) == CUDA_SUCCESS;
             mt_cu.cuMemcpyDtoH(replay, (CUdeviceptr)(uintptr_t)d.d.out, ob);
@@ -470,6 +472,7 @@ static void test_bad_topk_and_args(void **state)
         int32_t bad = (int32_t)q.E + 3;
         mt_cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d.d.topk_ids + 5 * sizeof(int32_t), &bad,
                            sizeof bad);
+        mt_cu.cuCtxSynchronize();   /* the DMA has landed before the stream reads it */
         size_t wsz = mt_modular_kernel_workspace_size(mk);
         CUdeviceptr ws;
         assert_int_equal(mt_cu.cuMemAlloc(&ws, wsz), CUDA_SUCCESS);

@@ -181,8 +181,8 @@ void mm_run_case(const qcase *c, uint64_t seed)
             ws_size = need;
         }
         /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
-        assert_int_equal(mt_cu.cuMemsetD8((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes), CUDA_SUCCESS);
-        assert_int_equal(mt_cu.cuMemsetD8(ws, 0xFF, ws_size), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
+        assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
         st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
         if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
             st = MT_ERR_KERNEL_FAULT;
@@ -202,7 +202,7 @@ void mm_run_case(const qcase *c, uint64_t seed)
         if (batched) {
             err = mt_rel_l2(got, p.dtype, bref, live, nlive, p.K, &nans);
             check("experts", desc, v->name, err, nans, tol);
-            assert_int_equal(mt_cu.cuMemsetD8(comb, 0xFF, (size_t)(p.M * p.K) * es), CUDA_SUCCESS);
+            assert_int_equal(mt_cu.cuMemsetD8Async(comb, 0xFF, (size_t)(p.M * p.K) * es, mm_stream), CUDA_SUCCESS);
             st = mt_moe_combine(&plan, &p, (CUdeviceptr)(uintptr_t)d.d.out, d.d_slot_row,
                                 p.apply_router_weight_on_input ? 0 : (CUdeviceptr)(uintptr_t)d.d.topk_weights,
                                 comb, mm_stream, msg, sizeof msg);
