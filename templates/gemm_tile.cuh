@@ -131,11 +131,17 @@ template <class Cfg> struct block_scales {
     using S = tile_shape<Cfg>;
     int64_t sa_off[S::MT][2];
     int32_t sw_off[S::NT];
+    int kblocks;
+    /* The scales of K block `next` (-1: none), loaded one fold ahead so that
+     * a fold does not stall the main loop on a global load. */
+    int next;
+    float sa[S::MT][2], sw[S::NT];
 
     __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
                                          int warp_n, int lane)
     {
-        const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
+        const int nblocks = (a.N + 127) / 128;
+        kblocks = (a.K + 127) / 128;
 #pragma unroll
         for (int i = 0; i < S::MT; i++)
 #pragma unroll
@@ -152,30 +158,43 @@ template <class Cfg> struct block_scales {
                             ? (t.expert * nblocks + n / 128) * kblocks
                             : -1;
         }
+        load(a, 0);
     }
 
-    /* facc += acc * a_scale * w_scale of K block kb; acc = 0. */
-    template <class Acc>
-    __device__ __forceinline__ void fold(const mt_gemm_args &a, int kb, Acc (&acc)[S::MT][S::NT][4],
-                                         float (&facc)[S::MT][S::NT][4]) const
+    __device__ __forceinline__ void load(const mt_gemm_args &a, int kb)
     {
-        float sa[S::MT][2];
+        next = kb < kblocks ? kb : -1;
+        if (next < 0)
+            return;
 #pragma unroll
         for (int i = 0; i < S::MT; i++)
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 sa[i][h] = sa_off[i][h] >= 0 ? a.a_scale[sa_off[i][h] + kb] : 0.f;
 #pragma unroll
-        for (int j = 0; j < S::NT; j++) {
-            const float sw = sw_off[j] >= 0 ? a.b_scale[sw_off[j] + kb] : 0.f;
+        for (int j = 0; j < S::NT; j++)
+            sw[j] = sw_off[j] >= 0 ? a.b_scale[sw_off[j] + kb] : 0.f;
+    }
+
+    /* facc += acc * a_scale * w_scale of K block kb; acc = 0. K blocks come
+     * in increasing order; a split-K slice starts past block 0, so its first
+     * fold loads its own scales. */
+    template <class Acc>
+    __device__ __forceinline__ void fold(const mt_gemm_args &a, int kb, Acc (&acc)[S::MT][S::NT][4],
+                                         float (&facc)[S::MT][S::NT][4])
+    {
+        if (next != kb)
+            load(a, kb);
+#pragma unroll
+        for (int j = 0; j < S::NT; j++)
 #pragma unroll
             for (int i = 0; i < S::MT; i++)
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
-                    facc[i][j][q] += (float)acc[i][j][q] * (sa[i][q >> 1] * sw);
+                    facc[i][j][q] += (float)acc[i][j][q] * (sa[i][q >> 1] * sw[j]);
                     acc[i][j][q] = 0;
                 }
-        }
+        load(a, kb + 1);
     }
 };
 
