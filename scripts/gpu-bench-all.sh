@@ -20,7 +20,8 @@
 # default 8; the limit of each problem applies to its tuning too) and then
 # benches with that database. The per-problem files are packed into
 # $OUT/bench-files.tar at the end (a device call returns at most 8 files).
-# MT_BENCH_PHASE=tune-only stops after tuning.
+# MT_BENCH_PHASE=tune-only stops after tuning. MT_TUNE_BUDGET caps the
+# tuning of all problems together (seconds), like MT_BENCH_BUDGET the benches.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out="${OUT:-/tmp/mt-out}"
@@ -56,6 +57,11 @@ if [[ "$phase" == tune* ]]; then
     IFS='|' read -r name lim shape <<<"$spec"
     [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
     start=$(date +%s)
+    tleft=$(( ${MT_TUNE_BUDGET:-100000} - (start - t_start) ))
+    [ "$tleft" -lt "$lim" ] && lim=$tleft
+    if [ "$lim" -lt 10 ]; then
+      echo "== tune $name: not run (tuning budget ${MT_TUNE_BUDGET:-} s spent)"; rc=1; continue
+    fi
     # shellcheck disable=SC2086 # $shape is a list of options
     timeout "$lim" .gpu/bin/moetune tune $shape --M "$Ms" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
       --reps 10 --db "$tuned_db" >"$out/tune-$name.log" 2>&1
@@ -82,6 +88,11 @@ if [ "$phase" != tune-only ]; then
       continue
     fi
     start=$(date +%s)
+    tleft=$(( ${MT_TUNE_BUDGET:-100000} - (start - t_start) ))
+    [ "$tleft" -lt "$lim" ] && lim=$tleft
+    if [ "$lim" -lt 10 ]; then
+      echo "== tune $name: not run (tuning budget ${MT_TUNE_BUDGET:-} s spent)"; rc=1; continue
+    fi
     # shellcheck disable=SC2086 # $shape is a list of options
     timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
       --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
