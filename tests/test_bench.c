@@ -19,6 +19,7 @@
 #include "moetune/db.h"
 #include "moetune/moetune.h"
 #include "tuner/bench.h"
+#include "tuner/cublas_baseline.h"
 #include "tuner/tuned_plan.h"
 
 #define SKU "NVIDIA H200"
@@ -334,6 +335,30 @@ static void test_chart(void **state)
     free(svg);
 }
 
+/* The cuBLAS baseline multiplies 16-bit operands: a quantized problem is
+ * refused up front (it once read past fp8 weights and faulted the tuner's
+ * worker), with no GPU needed to say so. */
+static void test_cublas_baseline_refuses_quant(void **state)
+{
+    (void)state;
+    char msg[256];
+    mt_problem p;
+    mt_problem_init(&p, 8, 16, 2, 256, 128);
+    p.format = MT_FORMAT_BATCHED;
+    p.max_tokens = 8;
+    p.quant.mode = MT_QUANT_FP8_BLOCK;
+    int32_t counts[16] = {0};
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    mt_kernel act;
+    memset(&act, 0, sizeof act);
+    mt_cublas_baseline *cb = (mt_cublas_baseline *)&act;
+    assert_int_equal(mt_cublas_baseline_create(&p, counts, &t, &act, &cb, msg, sizeof msg),
+                     MT_ERR_UNSUPPORTED);
+    assert_null(cb);
+    assert_non_null(strstr(msg, "fp8-block"));
+}
+
 /* A bad --db fails first, with the db module's message naming the file. */
 static void test_bad_database(void **state)
 {
@@ -365,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_lookup),     cmocka_unit_test(test_steps),
         cmocka_unit_test(test_json),       cmocka_unit_test(test_table),
         cmocka_unit_test(test_chart),      cmocka_unit_test(test_bad_database),
+        cmocka_unit_test(test_cublas_baseline_refuses_quant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -296,6 +296,11 @@ static mt_status gpu_measure_cublas(void *self, mt_measure *out, char *msg, size
     mt_problem q = b->d.p;
     mt_problem_data *d = &b->d;
     mt_status st;
+    if (q.quant.mode != MT_QUANT_NONE) {   /* not a fault: there is no baseline to time */
+        snprintf(out->reason, sizeof out->reason, "no cuBLAS baseline for %s",
+                 mt_quant_mode_name(q.quant.mode));
+        return MT_OK;
+    }
     if (q.format == MT_FORMAT_STANDARD) {   /* the same routing, laid out per expert */
         q.format = MT_FORMAT_BATCHED;
         if ((st = mt_problem_data_make(&b->dcub, &q, MT_ROUTING_UNIFORM, (uint64_t)q.M, 1, msg,

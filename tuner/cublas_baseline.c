@@ -41,6 +41,12 @@ mt_status mt_cublas_baseline_create(const mt_problem *p, const int32_t *counts,
 {
     mt_status st = MT_OK;
     *out = NULL;
+    /* The baseline multiplies bf16/fp16 operands: quantized weights are
+     * narrower than that, and cuBLAS would read past them. */
+    if (p->quant.mode != MT_QUANT_NONE)
+        return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
+                       "the cuBLAS baseline takes unquantized problems only, not %s",
+                       mt_quant_mode_name(p->quant.mode));
     mt_cublas_baseline *b = calloc(1, sizeof *b);
     const int64_t LE = p->local_E;
     void **hp = NULL;

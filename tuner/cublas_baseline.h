@@ -18,7 +18,8 @@
 typedef struct mt_cublas_baseline mt_cublas_baseline;
 
 /* p: batched problem; counts: host [local_E]; t: device tensors (batched
- * hidden, w1, w2, out); act: the act_and_mul kernel to run between. */
+ * hidden, w1, w2, out); act: the act_and_mul kernel to run between.
+ * MT_ERR_UNSUPPORTED, before touching the GPU, for a quantized problem. */
 mt_status mt_cublas_baseline_create(const mt_problem *p, const int32_t *counts,
                                     const mt_moe_tensors *t, const mt_kernel *act,
                                     mt_cublas_baseline **out, char *msg, size_t msg_size);
