@@ -171,8 +171,13 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
                 fprintf(stderr, "moetune gen %s: unexpected argument '%s'\n", sub, o);
                 return MT_EXIT_USAGE;
             }
-            if (a->nnames == MAX_LIST)
+            if (a->nnames == MAX_LIST) {
+                fprintf(stderr,
+                        "moetune gen %s: more than %d variant names in one call; select them "
+                        "with --family/--param filters or split the list\n",
+                        sub, MAX_LIST);
                 return MT_EXIT_USAGE;
+            }
             a->names[a->nnames++] = o;
             takes = 0;
         }
@@ -204,6 +209,10 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
             ok = add_param(a, val, NULL);
         else if (!strcmp(o, "--templates") && a->ntemplates < MAX_LIST)
             a->templates[a->ntemplates++] = val;
+        else if (!strcmp(o, "--templates")) {
+            fprintf(stderr, "moetune gen %s: more than %d --templates folders\n", sub, MAX_LIST);
+            return MT_EXIT_USAGE;
+        }
         else if ((is_emit || is_compile) && !strcmp(o, "-o"))
             a->out_dir = val;
         else if (is_compile && !strcmp(o, "--cache"))
