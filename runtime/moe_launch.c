@@ -248,10 +248,16 @@ static size_t partial_bytes(const mt_kernel *k, int64_t tiles)
  * sorted_ids make it the slowest step of a large batch (tens of
  * microseconds at 32k slots on an H200). */
 #define ALIGN_CHUNK 1024
+/* Every CTA of the second phase reads all CTAs' counts: past this many
+ * CTAs the chunks grow instead, so that work stays linear in the slots. */
+#define ALIGN_MAX_CTAS 256
 
 static int64_t align_ctas(int64_t slots)
 {
-    return slots > 2 * ALIGN_CHUNK ? (slots + ALIGN_CHUNK - 1) / ALIGN_CHUNK : 1;
+    if (slots <= 2 * ALIGN_CHUNK)
+        return 1;
+    const int64_t ctas = (slots + ALIGN_CHUNK - 1) / ALIGN_CHUNK;
+    return ctas < ALIGN_MAX_CTAS ? ctas : ALIGN_MAX_CTAS;
 }
 
 /* Activation scales per quantized row of n columns. */
@@ -443,6 +449,13 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     void *c3 = standard ? base + L.c3 : t->out;
     const int on_input = standard && p->apply_router_weight_on_input;
 
+    /* Grids are 32-bit: a plan whose GEMM grid would not fit (a damaged
+     * database's SPLIT_K on a huge batch) is refused before any launch. */
+    if (L.tiles1 * split_k(&plan->step[MT_STEP_GEMM1]) > INT32_MAX ||
+        L.tiles2 * split_k(&plan->step[MT_STEP_GEMM2]) > INT32_MAX)
+        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
+                       "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
+                       (long long)p->M);
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
                                          stream),
@@ -455,7 +468,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
             .error_flag = flags, .num_slots = (int32_t)slots, .num_experts = (int32_t)p->E,
             .local_experts = (int32_t)p->local_E, .block_m = (int32_t)bm,
             .max_padded = (int32_t)L.max_padded,
-            .cta_counts = (int32_t *)(base + L.cta_counts), .chunk = ALIGN_CHUNK};
+            .cta_counts = (int32_t *)(base + L.cta_counts),
+            .chunk = (int32_t)((slots + L.align_ctas - 1) / L.align_ctas)};
         for (al.phase = 0; al.phase < (L.align_ctas > 1 ? 2 : 1); al.phase++)
             if ((st = launch(&plan->step[MT_STEP_ALIGN], (unsigned)L.align_ctas, &al, stream, msg,
                              msg_size)))

@@ -67,8 +67,8 @@ mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *ms
 /* Does the plan fit the problem? Checks mt_moe_quant_supported for gemm1's
  * arch, that every needed step is present, that the kernels' dtype/format/
  * activation/quant params match the problem (act_quant's qtype/gran/act for
- * the w8a8 steps) and that gemm1 and gemm2 share BLOCK_M and SPLIT_K (an
- * absent SPLIT_K is 1). The message names the mismatch. */
+ * the w8a8 steps), that gemm1 and gemm2 share BLOCK_M (their SPLIT_K may
+ * differ) and that launch shapes are sane. The message names the mismatch. */
 mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *msg,
                             size_t msg_size);
 
@@ -99,9 +99,11 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
 
 /* mt_moe_run enqueuing only the launches of the steps in the mask (the
  * flag words and split-K tile counters are cleared with the align step; a
- * complete split-K GEMM launch leaves its counters at 0), for timing the steps one by
- * one on a workspace a full run has filled: a step run alone reads what the
- * steps before it left there. The quant step is the quantization of the
+ * complete split-K GEMM launch leaves its counters at 0), for timing the
+ * steps one by one on a workspace a full run has filled, on the same
+ * inputs: a step run alone reads what the steps before it left there (a
+ * per-tensor dynamic amax included, which only the align step's memset
+ * clears). The quant step is the quantization of the
  * GEMM1 input, the act step the activation (or GEMM2's input quantization).
  * mt_moe_run(...) is mt_moe_run_steps(..., MT_STEPS_EVERY, ...). */
 mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,

@@ -142,8 +142,6 @@ typedef struct rt_cublas rt_cublas;
 size_t mt_rt_cublas_workspace(const mt_problem *p, int64_t cap);
 mt_status mt_rt_cublas_create(rt_cublas **out, char *msg, size_t msg_size);
 void mt_rt_cublas_destroy(rt_cublas *c);
-/* Batched experts of p (p->max_tokens rows per expert): x [LE, cap, K] ->
- * y [LE, cap, K] using act (act_and_mul kernel) and ws (device). */
 /* Per expert e < experts: Y[e] [rows, n] = X[e] [rows, k] * W[e] [n, k]^T,
  * contiguous per expert, on the stream and workspace of the last bind. */
 mt_status mt_rt_cublas_gemm(rt_cublas *c, mt_dtype dtype, int64_t experts, int64_t rows,
@@ -151,6 +149,8 @@ mt_status mt_rt_cublas_gemm(rt_cublas *c, mt_dtype dtype, int64_t experts, int64
                             char *msg, size_t msg_size);
 /* Point the handle at a stream and at MT_RT_CUBLAS_WS bytes of workspace. */
 mt_status mt_rt_cublas_bind(rt_cublas *c, void *ws, CUstream stream, char *msg, size_t msg_size);
+/* Batched experts of p (p->max_tokens rows per expert): x [LE, cap, K] ->
+ * y [LE, cap, K] using act (act_and_mul kernel) and ws (device). */
 mt_status mt_rt_cublas_run(rt_cublas *c, const mt_problem *p, const mt_kernel *act, const void *x,
                            const int32_t *counts, const void *w1, const void *w2, void *y,
                            void *ws, CUstream stream, char *msg, size_t msg_size);

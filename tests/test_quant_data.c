@@ -496,6 +496,34 @@ static void split_plan(mt_gen *g, mt_moe_plan *plan, const char *sk, const char 
     fake_kernel(g, &plan->step[MT_STEP_REDUCE], "moe_reduce", "sm_90a", rd_kv);
 }
 
+/* A grid past 2^31-1 CTAs (SPLIT_K up to 64 passes the plan check, as a
+ * database may carry it) is refused with MT_ERR_SHAPE before anything is
+ * enqueued: no driver is loaded here, so a launch would crash the test. */
+static void test_grid_too_large(void **state)
+{
+    (void)state;
+    char msg[256];
+    mt_gen *g = open_templates();
+    mt_problem p;
+    mt_problem_init(&p, MT_MAX_TOKENS, 8, 2, 4096, 14336);
+    mt_moe_plan plan;
+    split_plan(g, &plan, "4", "standard");
+    set_param(&plan.step[MT_STEP_GEMM1].v, "SPLIT_K", "64");
+    set_param(&plan.step[MT_STEP_GEMM2].v, "SPLIT_K", "64");
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    void *fake = (void *)(uintptr_t)0x100000;
+    t.hidden = t.w1 = t.w2 = fake;
+    t.out = fake;
+    t.topk_ids = fake;
+    t.topk_weights = fake;
+    assert_int_equal(mt_moe_run_steps(&plan, &p, &t, (CUdeviceptr)0x100000, SIZE_MAX,
+                                      MT_STEPS_EVERY, NULL, msg, sizeof msg),
+                     MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "2^31-1"));
+    mt_gen_close(g);
+}
+
 /* Split-K plans: the workspace grows by the tile counters and the larger
  * GEMM's partial sums (tiles * SPLIT_K * BLOCK_M * BLOCK_N floats) and
  * nothing else, unsplit plans do not depend on the tile counts at all, the
@@ -574,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_problem_data_every_mode),
         cmocka_unit_test(test_plan_check_quant),
         cmocka_unit_test(test_plan_split_k),
+        cmocka_unit_test(test_grid_too_large),
         cmocka_unit_test(test_quant_kernels_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
