@@ -210,6 +210,7 @@ typedef struct ws_layout {
     int64_t max_padded, num_m_blocks, rows;
     int64_t rows1;               /* w8a8: rows of q1 */
     int64_t tiles1, tiles2;      /* output tiles of GEMM1 and GEMM2 */
+    int64_t grid1, grid2;        /* their CTAs: tiles times SPLIT_K */
     int64_t zero_words;          /* int32 words from `flags` zeroed before each run */
 } ws_layout;
 
@@ -298,6 +299,8 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
     L.tiles2 = gemm_tiles(g2, L.num_m_blocks, p->K);
+    L.grid1 = L.tiles1 * split_k(g1);
+    L.grid2 = L.tiles2 * split_k(g2);
     const int split = split_k(g1) > 1 || split_k(g2) > 1;
     L.zero_words = WS_FLAGS + (split ? L.tiles1 + L.tiles2 : 0);
     size_t off = 0;
@@ -352,10 +355,6 @@ static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
     return (unsigned)(blocks > 65535 * 8 ? 65535 * 8 : blocks);
 }
 
-static unsigned gemm_grid(const mt_kernel *k, int64_t tiles)
-{
-    return (unsigned)(tiles * split_k(k));
-}
 
 static mt_status check_ptr_align(const void *ptr, const char *what, int required,
                                  unsigned align, char *msg, size_t msg_size)
@@ -451,8 +450,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
 
     /* Grids are 32-bit: a plan whose GEMM grid would not fit (a damaged
      * database's SPLIT_K on a huge batch) is refused before any launch. */
-    if (L.tiles1 * split_k(&plan->step[MT_STEP_GEMM1]) > INT32_MAX ||
-        L.tiles2 * split_k(&plan->step[MT_STEP_GEMM2]) > INT32_MAX)
+    if (L.grid1 > INT32_MAX || L.grid2 > INT32_MAX)
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
                        (long long)p->M);
@@ -515,7 +513,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM1], gemm_grid(&plan->step[MT_STEP_GEMM1], L.tiles1),
+        (st = launch(&plan->step[MT_STEP_GEMM1], (unsigned)L.grid1,
                      &g1, stream, msg, msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
@@ -560,7 +558,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
     g2.tile_count = (int32_t *)(base + L.count2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM2], gemm_grid(&plan->step[MT_STEP_GEMM2], L.tiles2),
+        (st = launch(&plan->step[MT_STEP_GEMM2], (unsigned)L.grid2,
                      &g2, stream, msg, msg_size)))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
