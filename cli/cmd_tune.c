@@ -69,13 +69,19 @@ static void usage(FILE *f)
             "  --devices all|0,1,..  one worker per GPU, the M values dealt between them\n"
             "  --shard I/N           only work items i with i %% N == I (Slurm array task,\n"
             "                        Kubernetes indexed Job); merge shards with `moetune db merge`\n"
+            "  --param NAME=VALUE    search only GEMM variants with that parameter value\n"
+            "                        (repeat a name for any of several; at most %d; the\n"
+            "                        default pipeline is still timed; the M values count as\n"
+            "                        tuned, so explore into a database of its own):\n"
+            "                        --param BLOCK_M=16 --param BLOCK_K=128\n"
             "  --no-isolate          run in this process (a faulting kernel ends the run)\n"
             "  --backend gpu|fake    fake: deterministic numbers without a GPU (for tests)\n"
             "  --list-presets        print the model presets\n\n"
             "Every candidate is checked against the CPU oracle before it is timed; faults\n"
             "and hangs are recorded as rejected and the run carries on. Results are\n"
             "committed as measured: rerunning the same command resumes.\n"
-            "Exit codes: 0 ok, 1 failed, 2 bad usage, 3 no GPU or driver.\n");
+            "Exit codes: 0 ok, 1 failed, 2 bad usage, 3 no GPU or driver.\n",
+            MT_TUNE_MAX_ONLY);
 }
 
 int mt_cmd_tune(int argc, char **argv)
@@ -142,6 +148,14 @@ int mt_cmd_tune(int argc, char **argv)
                 *slash = '/';
                 o.shard_index = (int)i0, o.shard_count = (int)n0;
             }
+        } else if (!strcmp(a, "--param")) {
+            const char *eq = strchr(v, '=');
+            ok = eq && eq != v && eq[1] && o.nonly < MT_TUNE_MAX_ONLY;
+            if (ok) {
+                argv[i][eq - v] = '\0';   /* NAME and VALUE in place */
+                o.only[o.nonly].name = v;
+                o.only[o.nonly++].value = eq + 1;
+            }
         } else if (!strcmp(a, "--backend")) {
             ok = !strcmp(v, "gpu") || !strcmp(v, "fake");
             o.backend = v;
@@ -166,7 +180,9 @@ int mt_cmd_tune(int argc, char **argv)
     if (st) {
         fprintf(stderr, "moetune tune: %s: %s\n", mt_status_str(st), msg);
         free(s);
-        return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU : MT_EXIT_FAIL;
+        return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU
+               : st == MT_ERR_INVALID_ARG                    ? MT_EXIT_USAGE
+                                                             : MT_EXIT_FAIL;
     }
     mt_tune_print_summary(&o, s, stdout);
     free(s);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "moetune/db.h"
 #include "moetune/tuner.h"
 
@@ -65,15 +66,23 @@ static int scan(const mt_db_candidate *c, void *ctx)
     return 0;
 }
 
-static cand_scan scan_db(const char *path)
+/* Every candidate row of the database at path through fn, which must
+ * verify clean afterwards. */
+static void foreach_candidate(const char *path, int (*fn)(const mt_db_candidate *, void *),
+                              void *ctx)
 {
     mt_db *db = NULL;
-    cand_scan s;
-    memset(&s, 0, sizeof s);
     assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
-    assert_int_equal(mt_db_foreach_candidate(db, scan, &s), MT_OK);
+    assert_int_equal(mt_db_foreach_candidate(db, fn, ctx), MT_OK);
     assert_int_equal(verify_quiet(db), 0);
     mt_db_close(db);
+}
+
+static cand_scan scan_db(const char *path)
+{
+    cand_scan s;
+    memset(&s, 0, sizeof s);
+    foreach_candidate(path, scan, &s);
     return s;
 }
 
@@ -224,6 +233,96 @@ static void test_bad_options(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
 }
 
+/* Fake variant names put BLOCK_M right after the epilogue. */
+static int is_m16(const char *name, size_t len)
+{
+    for (const char *e = name; (e = strstr(e, "_16_")) && e < name + len; e++)
+        if ((e - name >= 6 && !strncmp(e - 6, "_store", 6)) || (e - name >= 5 && !strncmp(e - 5, "_silu", 5)))
+            return 1;
+    return 0;
+}
+
+/* Counts the pipelines of the search (all but the "default;" one and
+ * cuBLAS) whose GEMM1 or GEMM2 is not a BLOCK_M=16 tile. */
+static int scan_only_m16(const mt_db_candidate *c, void *ctx)
+{
+    int *bad = ctx;
+    const char *g2 = strstr(c->pipeline, ";gemm2=");
+    if (!strncmp(c->pipeline, "gemm1=", 6) && g2)
+        *bad += !is_m16(c->pipeline, (size_t)(g2 - c->pipeline)) || !is_m16(g2, strlen(g2));
+    return 0;
+}
+
+static void test_param_filter(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/only.db", mt_test_tmpdir("tune-only"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.only[0].name = "BLOCK_M", o.only[0].value = "16";
+    o.nonly = 1;
+    o.max_candidates = 12;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.nrows, 4);
+    int bad = 0;
+    foreach_candidate(path, scan_only_m16, &bad);
+    assert_int_equal(bad, 0);
+    for (int i = 0; i < s.nrows; i++)
+        assert_true(s.rows[i].candidates >= 4);   /* default, cuBLAS and the search */
+    for (int i = 0; i < s.nrows; i++)
+        if (!strcmp(s.rows[i].winner, "moetune"))
+            assert_true(is_m16(s.rows[i].gemm1, strlen(s.rows[i].gemm1)));
+    /* A parameter no variant has, and a value that admits nothing. */
+    opts(&o, path);
+    o.only[0].name = "NO_SUCH", o.only[0].value = "1";
+    o.nonly = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    o.only[0].name = "BLOCK_M", o.only[0].value = "17";
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+}
+
+/* Stage 3 times the winner's GEMM1 with the other pipeline depth (fake
+ * names end in STAGES: 3 or 4) under the winner's GEMM2: a pair that the
+ * first two stages do not time here. */
+typedef struct sibling_scan {
+    char want[300];
+    int found;
+} sibling_scan;
+
+static int scan_sibling(const mt_db_candidate *c, void *ctx)
+{
+    sibling_scan *s = ctx;
+    s->found += !strcmp(c->pipeline, s->want);
+    return 0;
+}
+
+static void test_refines_the_winner(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/refine.db", mt_test_tmpdir("tune-refine"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 1;
+    o.Ms[0] = 4096;
+    o.max_candidates = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.nrows, 1);
+    assert_string_equal(s.rows[0].winner, "moetune");
+    sibling_scan sc = {.found = 0};
+    char g1[256];
+    mt_strlcpy(g1, s.rows[0].gemm1, sizeof g1);
+    char *last = g1 + strlen(g1) - 1;
+    assert_true(*last == '3' || *last == '4');
+    *last = *last == '3' ? '4' : '3';
+    snprintf(sc.want, sizeof sc.want, "gemm1=%s;gemm2=%s", g1, s.rows[0].gemm2);
+    foreach_candidate(path, scan_sibling, &sc);
+    assert_true(sc.found >= 1);
+}
+
 static void test_shards_cover_every_item_once(void **state)
 {
     (void)state;
@@ -344,6 +443,8 @@ int main(void)
         cmocka_unit_test(test_run_end_to_end),
         cmocka_unit_test(test_fault_and_hang_are_isolated),
         cmocka_unit_test(test_resume_after_kill),
+        cmocka_unit_test(test_param_filter),
+        cmocka_unit_test(test_refines_the_winner),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),

@@ -38,6 +38,10 @@ struct mt_tune_backend {
      * templates' default set. */
     mt_status (*gemm_variants)(void *self, const mt_problem *p, int defaults_only,
                                mt_variant **out, size_t *n, char *msg, size_t msg_size);
+    /* Optional (NULL: nothing to do): compile and load these variants now,
+     * in parallel, ahead of the measurements that need them. A failure
+     * leaves the failing variant to its measurement, which records it. */
+    mt_status (*preload)(void *self, const mt_variant *v, size_t n, char *msg, size_t msg_size);
     /* Prepare one (problem, M): data and the reference result. */
     mt_status (*open_item)(void *self, const mt_problem *p, const char *routing, char *msg,
                            size_t msg_size);

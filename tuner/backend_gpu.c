@@ -206,6 +206,13 @@ static mt_status make_plan(gpu_backend *b, const mt_variant *g1, const mt_varian
     return mt_moe_plan_check(plan, &b->d.p, msg, msg_size);
 }
 
+static mt_status gpu_preload(void *self, const mt_variant *v, size_t n, char *msg,
+                             size_t msg_size)
+{
+    gpu_backend *b = self;
+    return mt_kernel_set_add(&b->set, b->gen, v, n, msg, msg_size);
+}
+
 static mt_status gpu_pipeline(void *self, const mt_variant *g1, const mt_variant *g2,
                               mt_variant steps[6], const char *roles[6], int *n, char *msg,
                               size_t msg_size)
@@ -442,7 +449,7 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
     }
     *out = (mt_tune_backend){
         .name = "gpu", .self = b, .provenance = gpu_provenance,
-        .gemm_variants = gpu_gemm_variants, .open_item = gpu_open_item,
+        .gemm_variants = gpu_gemm_variants, .preload = gpu_preload, .open_item = gpu_open_item,
         .close_item = gpu_close_item, .measure = gpu_measure,
         .measure_cublas = gpu_measure_cublas, .kernel = gpu_kernel,
         .pipeline = gpu_pipeline, .destroy = gpu_destroy};

@@ -103,7 +103,8 @@ static int supervise(const mt_tune_opts *o, watch *w, int *timed_out, char *msg,
         if (st)
             fprintf(stderr, "moetune tune: worker: %s: %s\n", mt_status_str(st), wmsg);
         fflush(NULL);
-        _exit(st == MT_OK ? 0 : st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? 3 : 1);
+        _exit(st == MT_OK ? 0 : st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? 3
+                              : st == MT_ERR_INVALID_ARG ? 2 : 1);
     }
     close(fds[1]);
     const double limit = o->candidate_timeout_s > 0 ? o->candidate_timeout_s : 30.0;
@@ -186,6 +187,9 @@ static mt_status run_one_device(const mt_tune_opts *o, char *sku, size_t sku_siz
         if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 3)
             return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE,
                            "tuning needs a GPU and the CUDA driver (see the worker's message)");
+        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "the options do not fit this problem (see the worker's message)");
         if (!w.in_flight) {
             /* Died outside a candidate: a real failure, not a bad kernel. */
             if (++attempts_without_progress >= 2)

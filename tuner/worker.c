@@ -5,7 +5,10 @@
  * baselines), then stage 1 times the most promising GEMM1 tiles (each with
  * its GEMM2 sibling), stage 2 times GEMM2 tiles under the best GEMM1 (GEMM1
  * and GEMM2 have other shapes and may want other tiles; they must share
- * BLOCK_M because they share the alignment). Every candidate is checked
+ * BLOCK_M because they share the alignment), stage 3 refines the best
+ * pair one parameter at a time by measurement (refine below). The
+ * candidates of a stage are compiled together, in parallel, before they
+ * are timed one by one. Every candidate is checked
  * against the reference before it is timed; the winner is the fastest
  * correct pipeline, and only if it beats the default is it stored as
  * "moetune" (else the default is stored).
@@ -32,6 +35,8 @@ typedef struct worker {
     mt_db_provenance prov;
     mt_variant *all, *defaults;
     size_t nall, ndefaults;
+    mt_variant *search;        /* the variants of `all` that o->only admits */
+    size_t nsearch;
 } worker;
 
 static void report(worker *w, const char *line)
@@ -151,6 +156,87 @@ static const mt_variant *by_name(const worker *w, const char *name, size_t len)
     return NULL;
 }
 
+/* Indices into list (a subset of w->all, like the default set) -> indices
+ * into w->all; (size_t)-1 where a name is not there. */
+static void to_all(const worker *w, const mt_variant *list, size_t *pick, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = by_name(w, list[pick[i]].name, strlen(list[pick[i]].name));
+        pick[i] = v ? (size_t)(v - w->all) : (size_t)-1;
+    }
+}
+
+/* Does v pass o->only: for each filtered parameter that v's family
+ * declares, v's value is one of those given for it. */
+static int admitted(const mt_tune_opts *o, const mt_variant *v)
+{
+    for (int i = 0; i < o->nonly; i++) {
+        const char *have = mt_variant_get(v, o->only[i].name);
+        if (!have)
+            continue;
+        int any = 0;
+        for (int j = 0; j < o->nonly && !any; j++)
+            any = !strcmp(o->only[j].name, o->only[i].name) && !strcmp(o->only[j].value, have);
+        if (!any)
+            return 0;
+    }
+    return 1;
+}
+
+/* w->search: the variants the stages choose from. A filter on a parameter
+ * no variant declares, or one that leaves nothing, is an error. */
+static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
+{
+    const mt_tune_opts *o = w->o;
+    for (int i = 0; i < o->nonly; i++) {
+        int declared = 0;
+        for (size_t k = 0; k < w->nall && !declared; k++)
+            declared = mt_variant_get(&w->all[k], o->only[i].name) != NULL;
+        if (!declared)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "--param %s=%s: no GEMM variant for this problem has a parameter '%s'",
+                           o->only[i].name, o->only[i].value, o->only[i].name);
+    }
+    if (!(w->search = malloc((w->nall ? w->nall : 1) * sizeof *w->search)))
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    for (size_t k = 0; k < w->nall; k++)
+        if (admitted(o, &w->all[k]))
+            w->search[w->nsearch++] = w->all[k];
+    if (w->nsearch == 0)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                       "the --param filters admit none of the %zu GEMM variants of this problem",
+                       w->nall);
+    return MT_OK;
+}
+
+/* Compile the n candidates of w->all at pick (each GEMM1 with its store
+ * sibling, or GEMM2s) in one parallel batch before they are timed one by
+ * one; a failure here is only noted: each measurement compiles what is
+ * missing and records its own failure. */
+static void preload(worker *w, const size_t *pick, size_t n, int with_sibling)
+{
+    if (!w->be.preload || n == 0)
+        return;
+    mt_variant *v = malloc(2 * n * sizeof *v);
+    size_t k = 0;
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (pick[i] == (size_t)-1)
+            continue;
+        v[k++] = w->all[pick[i]];
+        size_t sib = with_sibling ? mt_find_store_sibling(w->all, w->nall, &w->all[pick[i]])
+                                  : (size_t)-1;
+        if (sib != (size_t)-1 && sib != pick[i])
+            v[k++] = w->all[sib];
+    }
+    char msg[1024];
+    if (w->be.preload(w->be.self, v, k, msg, sizeof msg) && w->o->log)
+        fprintf(w->o->log, "  (compiling the candidates together failed, so one by one: %s)\n",
+                msg);
+    free(v);
+}
+
 /* Parse "[default;]gemm1=A;gemm2=B" back to the variants. */
 static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
                       const mt_variant **g2)
@@ -161,6 +247,51 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
     *g1 = by_name(w, a + 6, (size_t)(b - (a + 6)));
     *g2 = by_name(w, b + 7, strlen(b + 7));
     return *g1 && *g2;
+}
+
+/* Stage 3, by measurement: starting from the best pipeline, time the
+ * variants of the search set that differ from its GEMM1 (then its GEMM2)
+ * in one of these parameters, one parameter at a time, each round starting
+ * from the best so far (coordinate descent). The model of select.c ranks
+ * tile shapes; it cannot tell pipeline depths, warp layouts or prefetch
+ * hints apart, so these are settled on the GPU. */
+static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", NULL};
+
+static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
+{
+    size_t *pick = malloc((w->nsearch ? w->nsearch : 1) * sizeof *pick);
+    mt_status st = MT_OK;
+    if (!pick)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    for (int second = 0; second < 2 && !st; second++)
+        for (int i = 0; refine_params[i] && !st; i++) {
+            best_scan b;
+            const mt_variant *g1, *g2;
+            if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)) || b.us >= 1e30 ||
+                !parse_pair(w, b.text, &g1, &g2))
+                break;
+            const mt_variant *base = second ? g2 : g1;
+            const char *have = mt_variant_get(base, refine_params[i]);
+            size_t n = 0;
+            for (size_t k = 0; have && k < w->nsearch; k++) {
+                const char *val = mt_variant_get(&w->search[k], refine_params[i]);
+                if (val && strcmp(val, have) &&
+                    mt_variant_same_but(&w->search[k], base, refine_params[i], val))
+                    pick[n++] = k;
+            }
+            to_all(w, w->search, pick, n);
+            preload(w, pick, n, 0);
+            for (size_t k = 0; k < n && !st; k++) {
+                if (pick[k] == (size_t)-1)
+                    continue;
+                const mt_variant *u = &w->all[pick[k]];
+                char text[1024];
+                pipeline_text("", second ? g1 : u, second ? u : g2, text, sizeof text);
+                st = measure_one(w, key, M, text, second ? g1 : u, second ? u : g2, msg, msg_size);
+            }
+        }
+    free(pick);
+    return st;
 }
 
 static mt_status store_kernel(worker *w, const mt_variant *v, char *msg, size_t msg_size)
@@ -287,13 +418,15 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
      * tiles (known good) and the model's picks. */
-    size_t n1 = mt_select_stage(w->all, w->nall, &p, 1, 0, w->prov.sm_count, max, pick);
-    size_t nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
-                                pick + n1);
-    for (size_t i = n1; i < n1 + nd; i++) {   /* default-set indices -> indices into all */
-        const mt_variant *v = by_name(w, w->defaults[pick[i]].name, strlen(w->defaults[pick[i]].name));
-        pick[i] = v ? (size_t)(v - w->all) : (size_t)-1;
+    size_t n1 = mt_select_stage(w->search, w->nsearch, &p, 1, 0, w->prov.sm_count, max, pick);
+    to_all(w, w->search, pick, n1);
+    size_t nd = 0;
+    if (o->nonly == 0) {
+        nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
+                             pick + n1);
+        to_all(w, w->defaults, pick + n1, nd);
     }
+    preload(w, pick, n1 + nd, 1);
     for (size_t i = 0; i < n1 + nd && !st; i++) {
         if (pick[i] == (size_t)-1)
             continue;
@@ -312,10 +445,13 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
         goto done;
     if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
-        size_t n2 = mt_select_stage(w->all, w->nall, &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
+        size_t n2 = mt_select_stage(w->search, w->nsearch, &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
                                     w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
+        to_all(w, w->search, pick, n2);
+        preload(w, pick, n2, 0);
         for (size_t i = 0; i < n2 && !st; i++) {
-            if (!strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name))
+            if (pick[i] == (size_t)-1 ||
+                (!strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
                 continue;
             pipeline_text("", bg1, &w->all[pick[i]], text, sizeof text);
             st = measure_one(w, &key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
@@ -323,6 +459,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         if (st)
             goto done;
     }
+    if ((st = refine(w, &key, M, msg, msg_size)))
+        goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
         (st = store_winner(w, &key, &p, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
@@ -354,7 +492,8 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t
         (st = report_sku(&w, sku, sku_size)) ||
         (st = w.be.gemm_variants(w.be.self, &o->shape, 0, &w.all, &w.nall, msg, msg_size)) ||
         (st = w.be.gemm_variants(w.be.self, &o->shape, 1, &w.defaults, &w.ndefaults, msg,
-                                 msg_size)))
+                                 msg_size)) ||
+        (st = make_search_set(&w, msg, msg_size)))
         goto done;
     if ((st = mt_db_open(o->db_path, MT_DB_CREATE, &w.db))) {
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w.db));
@@ -369,6 +508,7 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t
 done:
     mt_db_close(w.db);
     free(w.all);
+    free(w.search);
     free(w.defaults);
     if (w.be.destroy)
         w.be.destroy(w.be.self);

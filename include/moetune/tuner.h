@@ -22,6 +22,7 @@ extern "C" {
 #endif
 
 #define MT_TUNE_MAX_M 64
+#define MT_TUNE_MAX_ONLY 16
 
 typedef struct mt_tune_opts {
     mt_problem shape;          /* the problem key; M is ignored */
@@ -44,6 +45,12 @@ typedef struct mt_tune_opts {
     /* Several machines: take only work items i with i % shard_count ==
      * shard_index (items are the M values in the given order). */
     int shard_index, shard_count;   /* 0, 0: everything */
+    /* Search only the GEMM variants with these parameter values (name
+     * "BLOCK_M", value "16"); several on one name admit any of them; a
+     * family that lacks the parameter is not affected. The untuned default
+     * pipeline is timed regardless (it is the baseline). */
+    struct { const char *name, *value; } only[MT_TUNE_MAX_ONLY];
+    int nonly;
 } mt_tune_opts;
 
 /* Which of the n work items shard I of N takes: writes their indices to out
