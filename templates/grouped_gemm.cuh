@@ -48,7 +48,8 @@
  *
  * Cfg provides: T (bf16/f16), QUANT (the mt_quant_mode value), FORMAT (0
  * standard, 1 batched), EPI (0 store, 1 silu-and-mul, 2 gelu-and-mul), BM,
- * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES, SPLIT_K.
+ * BN, BK, GROUP_M, WARPS_M, WARPS_N, STAGES, SPLIT_K, PREFETCH (the L2
+ * prefetch size of the weight copies, 0 for none).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -218,7 +219,7 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
             if (c < Cfg::BN * S::B_CPR) {
                 const int r = c / S::B_CPR, cc = c % S::B_CPR;
                 const bool ok = b_ok[i] && k0 + cc * S::B_EPC < a.K;
-                cp_async16(sB + stage * S::B_STAGE + r * S::LDB + cc * 16,
+                cp_async16_pf<Cfg::PREFETCH>(sB + stage * S::B_STAGE + r * S::LDB + cc * 16,
                            ok ? b_src[i] + k0 * Q::B_BITS / 8 : B, ok ? 16 : 0);
             }
         }

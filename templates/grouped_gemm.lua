@@ -63,7 +63,7 @@ for _, q in ipairs(QUANTS) do
   local _, _, w8a8 = bits(q)
   local list = q == "none" and TILES16 or (w8a8 and TILES8 or WONLY_TILES)
   for _, t in ipairs(list) do
-    local d = { quant = q }
+    local d = { quant = q, PREFETCH = 0 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -71,7 +71,7 @@ end
 
 return {
   family = "grouped_gemm",
-  version = 4,
+  version = 5,
   doc = "grouped GEMM of the MoE experts (mma.sync, cp.async pipeline, fused epilogues, quant modes)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -80,14 +80,18 @@ return {
     { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
     { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 32, 64, 128, 256 } },
-    { name = "BLOCK_K",  abbrev = "k", values = { 32, 64, 128 } },
+    { name = "BLOCK_K",  abbrev = "k", values = { 32, 64, 128, 256 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
     { name = "WARPS_M",  abbrev = "wm", values = { 1, 2, 4 } },
     { name = "WARPS_N",  abbrev = "wn", values = { 1, 2, 4 } },
-    { name = "STAGES",   abbrev = "s", values = { 2, 3, 4, 5 } },
+    { name = "STAGES",   abbrev = "s", values = { 2, 3, 4, 5, 6, 8 } },
     -- CTAs per output tile, each summing a contiguous slice of K; the last
     -- one to finish adds the slices in split order and runs the epilogue.
     { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4, 8 } },
+    -- L2 prefetch size hint of the weight copies (bytes; 0: none): the L2
+    -- fetches whole 128/256-byte blocks of a weight row from DRAM, the
+    -- next K step's bytes with this one's.
+    { name = "PREFETCH", abbrev = "pf", values = { 0, 128, 256 } },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -134,7 +138,7 @@ struct ${NAME}_cfg {
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M};
     static constexpr int WARPS_M = ${WARPS_M}, WARPS_N = ${WARPS_N}, STAGES = ${STAGES};
-    static constexpr int SPLIT_K = ${SPLIT_K};
+    static constexpr int SPLIT_K = ${SPLIT_K}, PREFETCH = ${PREFETCH};
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
 {
@@ -143,6 +147,6 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_a
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
       WARPS_M = p.WARPS_M, WARPS_N = p.WARPS_N, STAGES = p.STAGES, SPLIT_K = p.SPLIT_K,
-      THREADS = s.threads })
+      PREFETCH = p.PREFETCH, THREADS = s.threads })
   end,
 }

@@ -64,6 +64,23 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                  "r"(src_bytes));
 }
+/* The same with an L2 prefetch hint: the L2 fetches the PF-byte aligned
+ * block around src from DRAM (PF = 0: no hint; 64, 128 or 256). For weight
+ * streams, whose next K step follows in the same rows. */
+template <int PF> __device__ __forceinline__ void cp_async16_pf(void *dst, const void *src, int src_bytes)
+{
+    if constexpr (PF == 256)
+        asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                     "l"(src), "r"(src_bytes));
+    else if constexpr (PF == 128)
+        asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                     "l"(src), "r"(src_bytes));
+    else if constexpr (PF == 64)
+        asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+                     "l"(src), "r"(src_bytes));
+    else
+        cp_async16(dst, src, src_bytes);
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait()
 {

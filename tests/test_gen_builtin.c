@@ -99,7 +99,7 @@ static mt_variant *gemm_points(mt_gen *g, const char *arch, int defaults_only,
 
 /* SPLIT_K: the split points are exactly the unsplit decode points with
  * GROUP_M = 1 (every other check is blind to it), the two split-only
- * reasons count the rest, and the names carry it. */
+ * reasons count the rest, and the names carry it (and PREFETCH after it). */
 static void test_split_k_pruning(void **state)
 {
     (void)state;
@@ -124,8 +124,9 @@ static void test_split_k_pruning(void **state)
             assert_true(bm <= 32 && gm == 1);
         else if (bm <= 32 && gm == 1)
             decode_unsplit++;
-        char tail[16];
-        snprintf(tail, sizeof tail, "_sk%lld", (long long)sk);
+        char tail[32];   /* SPLIT_K, then the last parameter, PREFETCH */
+        snprintf(tail, sizeof tail, "_sk%lld_pf%lld", (long long)sk,
+                 (long long)mt_variant_int(&v[i], "PREFETCH", -1));
         const size_t len = strlen(v[i].name);
         assert_true(len > strlen(tail) && !strcmp(v[i].name + len - strlen(tail), tail));
     }

@@ -9,30 +9,54 @@
 
 #include "common/defaults.h"
 
+/* Calibration, from GEMM kernels timed alone on the H200 (tuner logs and
+ * `moetune bench` step times, docs/PERFORMANCE.md, session 4): */
+#define MODEL_BW 4.0e12        /* bytes/s a saturating weight stream reaches */
+#define MODEL_CTA_US 5.0       /* a CTA's fixed cost: row gather, ramp, epilogue */
+#define MODEL_SPLIT_US 4.0     /* split-K: the partials' store, fence, count, sum */
+#define MODEL_STEP_US 1.7      /* one K step's load latency, hidden STAGES-1 deep */
+
+/* Bytes of one weight / activation element as the GEMM reads them. */
+static double weight_bytes_per_el(const mt_problem *p)
+{
+    if (mt_quant_is_w8a8(p->quant.mode) || p->quant.mode == MT_QUANT_W8A16)
+        return 1.0;
+    return p->quant.mode == MT_QUANT_W4A16 ? 0.5 : (double)mt_dtype_size(p->dtype);
+}
+
+static double act_bytes_per_el(const mt_problem *p)
+{
+    return mt_quant_is_w8a8(p->quant.mode) ? 1.0 : (double)mt_dtype_size(p->dtype);
+}
+
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
     const double bm = (double)mt_variant_int(v, "BLOCK_M", 64);
     /* A fused tile covers bn/2 gate and bn/2 up columns: the same work as a
      * plain tile of bn columns, so no correction is needed. */
     const double bn = (double)mt_variant_int(v, "BLOCK_N", 64);
+    const double bk = (double)mt_variant_int(v, "BLOCK_K", 64);
+    const double stages = (double)mt_variant_int(v, "STAGES", 3);
     const double rows = mt_rows_per_expert(p);
     const int64_t slots = p->M * p->topk;
     const double busy = (double)(slots < p->local_E ? slots : p->local_E);
     const double n_out = second ? (double)p->K : 2.0 * (double)p->N;
     const double k = second ? (double)p->N : (double)p->K;
-    const double es = (double)mt_dtype_size(p->dtype);
+    const double wb = weight_bytes_per_el(p);
     const double mblocks = ceil(rows / bm);
+    const int sm90 = !strcmp(v->family, "grouped_gemm_sm90");
     /* Weights are re-read once per row block of an expert; GROUP_M ordering
-     * lets neighbouring row blocks share them through L2. */
+     * lets neighbouring row blocks share them through L2. Activation rows
+     * are re-read once per column tile, mostly from L2 (a quarter). */
     const double reread = mt_variant_int(v, "GROUP_M", 1) > 1 ? 1.0 + (mblocks - 1.0) * 0.25 : mblocks;
-    const double weight_bytes =
-        busy * n_out * k * es * reread + (double)slots * k * es * ceil(n_out / bn);
+    const double weight_bytes = busy * n_out * k * wb * reread +
+                                0.25 * (double)slots * k * act_bytes_per_el(p) * ceil(n_out / bn);
     const double flops = 2.0 * busy * mblocks * bm * n_out * k;
     /* mma.sync: bigger warp tiles use the tensor cores better (fewer shared
      * loads per MMA), at most half the peak. Warpgroup MMA reads both
      * operands from shared memory itself; wider N amortizes the A reads. */
     double mma_eff;
-    if (!strcmp(v->family, "grouped_gemm_sm90")) {
+    if (sm90) {
         mma_eff = 0.8 * fmin(1.0, sqrt(bn / 128.0));
     } else {
         const double wm = bm / (double)mt_variant_int(v, "WARPS_M", 1);
@@ -40,21 +64,37 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
         mma_eff = fmin(1.0, sqrt(wm * wn / (64.0 * 64.0))) * 0.5;
     }
     /* Split-K: SPLIT_K CTAs per tile, each streaming a 1/SPLIT_K slice of
-     * K. That puts more weight bytes in flight when the tiles alone leave
-     * SMs idle (the wave term below: at most SPLIT_K times as many CTAs),
-     * for the price of each CTA writing its fp32 tile and the tile's last
-     * CTA reading them all back. At large M the tiles fill the GPU anyway
-     * and only the price is left. */
+     * K: shorter CTAs (the latency term below), for the price of each CTA
+     * writing its fp32 tile and the tile's last CTA reading them all back. */
     const double sk = (double)mt_variant_int(v, "SPLIT_K", 1);
     const double tiles = busy * mblocks * ceil(n_out / bn);
     const double bytes = weight_bytes + (sk > 1.0 ? tiles * 2.0 * sk * bm * bn * 4.0 : 0.0);
     const double ctas = tiles * sk;
-    const double per_sm = fmax(1.0, floor(fmin(2048.0 / (double)v->threads,
-                                               228.0 * 1024.0 / fmax(1.0, (double)v->smem_bytes))));
-    const double waves = ctas / ((double)sm_count * per_sm);
-    const double wave_eff = waves >= 1.0 ? waves / ceil(waves) : waves;
-    const double t = fmax(bytes / 4.0e12, flops / (790e12 * mma_eff));
-    return t / fmax(wave_eff, 1e-3) * 1e6;
+    const double warps = fmax(1.0, (double)v->threads / 32.0);
+    const double per_sm = fmax(1.0, floor(fmin(fmin(2048.0 / fmax(32.0, (double)v->threads), 32.0),
+                                               228.0 * 1024.0 / ((double)v->smem_bytes + 1024.0))));
+    /* The weight stream's efficiency (mma.sync tiles, timed on the H200):
+     * rows read in runs under 128 bytes per K step waste DRAM bursts (64
+     * bytes: 0.76), and fewer than 16 resident warps per SM keep too few
+     * copies and MMAs in flight (2 warps: about 0.45, 8: 0.9). */
+    const double b_row = bk * wb;
+    const double f_row = b_row >= 128.0 ? 1.0 : pow(b_row / 128.0, 0.4);
+    const double warps_sm = per_sm * warps;
+    const double f_occ = sm90 || warps_sm >= 16.0 ? 1.0 : 1.0 - 0.55 * pow(1.0 - warps_sm / 16.0, 1.5);
+    const double bw = MODEL_BW * f_row * f_occ;
+    /* Waves of CTAs: a wave takes as long as its bytes at bw, but no less
+     * than one CTA's own latency chain (fixed cost plus its K steps, each
+     * a load latency divided over the STAGES-1 loads in flight). */
+    const double k_steps = ceil(ceil(k / bk) / sk);
+    const double cta_s = (MODEL_CTA_US + (sk > 1.0 ? MODEL_SPLIT_US : 0.0) +
+                          k_steps * MODEL_STEP_US / fmax(1.0, stages - 1.0)) * 1e-6;
+    const double wave_ctas = (double)sm_count * per_sm;
+    const double full = floor(ctas / wave_ctas), rest = ctas - full * wave_ctas;
+    const double per_cta = bytes / fmax(1.0, ctas);
+    const double t_mem = full * fmax(wave_ctas * per_cta / bw, cta_s) +
+                         (rest > 0.0 ? fmax(rest * per_cta / bw, cta_s) : 0.0);
+    const double t = fmax(t_mem, flops / (790e12 * mma_eff));
+    return t * 1e6;
 }
 
 typedef struct ranked {
