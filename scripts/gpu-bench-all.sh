@@ -24,10 +24,7 @@
 # tuning of all problems together (seconds), like MT_BENCH_BUDGET the benches.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out="${OUT:-/tmp/mt-out}"
-mkdir -p "$out"
-export MT_TEMPLATE_DIR="$PWD/.gpu/templates" MT_CACHE_DIR=/tmp/mt-cache
-export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
+. scripts/gpu-env.sh
 Ms=1,8,32,64,128,256,512,1024,2048,4096
 budget=${MT_BENCH_BUDGET:-450}
 opts=(--M "$Ms" --reps "${MT_BENCH_REPS:-20}" --max-candidates "${MT_BENCH_MAX_CANDIDATES:-8}")

@@ -4,9 +4,7 @@
 # arguments ("bench ARGS..." runs `moetune bench ARGS`). Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out="${OUT:-/tmp/mt-out}"
-mkdir -p "$out"
-export MT_TEMPLATE_DIR="$PWD/.gpu/templates" MT_CACHE_DIR="/tmp/mt-cache" LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
+. scripts/gpu-env.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 .gpu/bin/moetune info | tee -a "$out/gpu.txt"
 rc=0

@@ -22,11 +22,8 @@
 # MT_SANITIZE_PROGRAMS pick a subset.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-out="${OUT:-/tmp/mt-out}"
-mkdir -p "$out"
-export MT_TEMPLATE_DIR="$PWD/.gpu/templates" MT_CACHE_DIR=/tmp/mt-cache
+. scripts/gpu-env.sh
 export MT_GPU_MOE_SMALL=1 MT_GPU_QUANT_SMALL=1 MT_GPU_RUNTIME_SMALL=1
-export LD_LIBRARY_PATH="$PWD/.gpu/bin:${LD_LIBRARY_PATH:-}"
 # racecheck last: the slowest, so a tight budget cuts only it.
 tools=${MT_SANITIZE_TOOLS:-memcheck synccheck initcheck racecheck}
 programs=${MT_SANITIZE_PROGRAMS:-gpu_moe gpu_quant gpu_runtime gpu_cublas}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run on the GPU machine after gpu-prepare.sh: Nsight Compute on the GEMM
+# kernels of one untuned pipeline (moetune bench, one M), for the hardware
+# view of a kernel: DRAM throughput, occupancy, warp stall reasons.
+# METHOD.md: the clocks are left alone (--clock-control none).
+#
+# MT_PROFILE: ';'-separated "NAME|M|shape options" (default: Qwen3 bf16 and
+# fp8 at M = 8). MT_PROFILE_KERNELS: ncu -k filter (default
+# regex:grouped_gemm), MT_PROFILE_COUNT: kernels per run (default 2).
+# Reports: $OUT/ncu-NAME.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu-env.sh
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$ncu" ] || { echo "gpu-profile: no ncu here"; exit 77; }
+default_runs="qwen3-30b-a3b|8|--preset qwen3-30b-a3b;qwen3-30b-a3b-fp8|8|--preset qwen3-30b-a3b --quant fp8-block"
+rc=0
+IFS=';' read -r -a runs <<<"${MT_PROFILE:-$default_runs}"
+for spec in "${runs[@]}"; do
+  IFS='|' read -r name m shape <<<"$spec"
+  # shellcheck disable=SC2086 # option list
+  timeout 240 "$ncu" --clock-control none -k "${MT_PROFILE_KERNELS:-regex:grouped_gemm}" \
+    -c "${MT_PROFILE_COUNT:-2}" --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    .gpu/bin/moetune bench $shape --M "$m" --reps 1 --max-candidates 1 --pipeline-only \
+    >"$out/ncu-$name.txt" 2>&1
+  r=$?
+  echo "== profile $name M=$m: exit $r"
+  [ $r = 0 ] || { rc=1; tail -5 "$out/ncu-$name.txt"; }
+done
+exit $rc
