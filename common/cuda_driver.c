@@ -38,6 +38,9 @@ static void load_driver(void)
     }
     MT_CUDA_DRIVER_FUNCS(MT_CU_LOAD)
 #undef MT_CU_LOAD
+#define MT_CU_LOAD_OPTIONAL(name, sym) mt_cu.name = (__typeof__(name) *)dlsym(lib, sym);
+    MT_CUDA_DRIVER_OPTIONAL(MT_CU_LOAD_OPTIONAL)
+#undef MT_CU_LOAD_OPTIONAL
     CUresult r = mt_cu.cuInit(0);
     if (r != CUDA_SUCCESS) {
         char err[128];

@@ -37,6 +37,7 @@
     X(cuModuleLoadData, "cuModuleLoadData")                       \
     X(cuModuleUnload, "cuModuleUnload")                           \
     X(cuModuleGetFunction, "cuModuleGetFunction")                 \
+    X(cuModuleGetGlobal, "cuModuleGetGlobal_v2")                  \
     X(cuFuncSetAttribute, "cuFuncSetAttribute")                   \
     X(cuFuncGetAttribute, "cuFuncGetAttribute")                   \
     X(cuLaunchKernel, "cuLaunchKernel")                           \
@@ -71,9 +72,14 @@
     X(cuEventQuery, "cuEventQuery")                               \
     X(cuEventElapsedTime, "cuEventElapsedTime_v2")
 
+/* Entry points of newer drivers, NULL where the driver lacks them: callers
+ * check (cuLaunchKernelEx, CUDA 12: programmatic dependent launch). */
+#define MT_CUDA_DRIVER_OPTIONAL(X) X(cuLaunchKernelEx, "cuLaunchKernelEx")
+
 typedef struct mt_cuda_driver {
 #define MT_CU_FIELD(name, sym) __typeof__(name) *name;
     MT_CUDA_DRIVER_FUNCS(MT_CU_FIELD)
+    MT_CUDA_DRIVER_OPTIONAL(MT_CU_FIELD)
 #undef MT_CU_FIELD
 } mt_cuda_driver;
 

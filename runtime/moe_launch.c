@@ -24,6 +24,9 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     k->v = *v;
     MT_CU_TRY(mt_cu.cuModuleLoadData(&k->module, image), msg, msg_size);
     MT_CU_TRY(mt_cu.cuModuleGetFunction(&k->fn, k->module, v->name), msg, msg_size);
+    CUdeviceptr mark;
+    size_t mark_size;
+    k->pdl = mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
     if (v->smem_bytes > 48 * 1024)
         MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            v->smem_bytes),
@@ -333,16 +336,76 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
     return layout(plan, p).total;
 }
 
-static mt_status launch(const mt_kernel *k, unsigned grid, void *args, CUstream stream,
-                        char *msg, size_t msg_size)
+/* The launches of one call, in stream order. Every one after the first
+ * whose kernel keeps the protocol of mt_device.cuh (mt_kernel.pdl) goes out
+ * as a programmatic dependent launch: it may start under the tail of the
+ * launch ahead of it and waits inside for that one's results. The first
+ * launch of a call is an ordinary one, so a call starts after everything
+ * queued before it. MOETUNE_PDL=0 in the environment turns this off. */
+typedef struct launch_seq {
+    CUstream stream;
+    int pdl;        /* the driver has cuLaunchKernelEx and it is not turned off */
+    int count;      /* kernels launched so far */
+    mt_step last;   /* the step of the last one */
+} launch_seq;
+
+static launch_seq launch_seq_start(CUstream stream)
+{
+    const char *env = getenv("MOETUNE_PDL");
+    launch_seq q = {.stream = stream, .pdl = mt_cu.cuLaunchKernelEx != NULL &&
+                                             !(env && !strcmp(env, "0")),
+                    .last = MT_STEP_ALL};
+    return q;
+}
+
+/* A GEMM of fewer CTAs (the grid bounds its real tiles) launches the
+ * ordinary way: started under the step ahead, its few CTAs land on the SMs
+ * that step frees first, bunched, and the whole GEMM runs slower (H200,
+ * Mixtral at M = 1: GEMM2's 128 CTAs, the pipeline 232 -> 279 us;
+ * docs/PERFORMANCE.md, session 4). */
+#define PDL_MIN_GEMM_CTAS 1024
+
+/* Would a launch of k with `grid` CTAs now be a dependent one? */
+static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kernel *k,
+                               unsigned grid)
+{
+    const int gemm = step == MT_STEP_GEMM1 || step == MT_STEP_GEMM2;
+    return q->pdl && q->count > 0 && k->pdl && (!gemm || grid >= PDL_MIN_GEMM_CTAS);
+}
+
+/* A GEMM launched now may read the routing before it waits only when the
+ * alignment that writes it is not the launch right ahead: every launch
+ * ahead of that one has finished when this one starts. */
+static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, int64_t grid)
+{
+    return grid <= UINT32_MAX && launch_is_dependent(q, step, k, (unsigned)grid) &&
+           q->last != MT_STEP_ALIGN;
+}
+
+static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
+                        void *args, char *msg, size_t msg_size)
 {
     mt_status st = MT_OK;
     void *params[] = {args};
     if (grid == 0)
         return MT_OK;
-    MT_CU_TRY(mt_cu.cuLaunchKernel(k->fn, grid, 1, 1, (unsigned)k->v.threads, 1, 1,
-                                   (unsigned)k->v.smem_bytes, stream, params, NULL),
-              msg, msg_size);
+    if (launch_is_dependent(q, step, k, grid)) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = 1, .gridDimZ = 1,
+                              .blockDimX = (unsigned)k->v.threads, .blockDimY = 1, .blockDimZ = 1,
+                              .sharedMemBytes = (unsigned)k->v.smem_bytes, .hStream = q->stream,
+                              .attrs = &attr, .numAttrs = 1};
+        MT_CU_TRY(mt_cu.cuLaunchKernelEx(&cfg, k->fn, params, NULL), msg, msg_size);
+    } else {
+        MT_CU_TRY(mt_cu.cuLaunchKernel(k->fn, grid, 1, 1, (unsigned)k->v.threads, 1, 1,
+                                       (unsigned)k->v.smem_bytes, q->stream, params, NULL),
+                  msg, msg_size);
+    }
+    q->count++;
+    q->last = step;
     return MT_OK;
 fail:
     return st;
@@ -375,7 +438,7 @@ static mt_status check_ptr(const void *ptr, const char *what, int required, char
 
 /* Enqueue an act_quant kernel: per-tensor dynamic scales take two launches
  * (amax, then quantize), the others one; per-row grans run a CTA per row. */
-static mt_status launch_quant(const mt_kernel *k, mt_quant_args *qa, CUstream stream, char *msg,
+static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, mt_quant_args *qa, char *msg,
                               size_t msg_size)
 {
     const char *gran = mt_variant_get(&k->v, "gran");
@@ -389,11 +452,11 @@ static mt_status launch_quant(const mt_kernel *k, mt_quant_args *qa, CUstream st
     mt_status st;
     if (tensor && !qa->static_scale) {
         qa->phase = 0;
-        if ((st = launch(k, grid, qa, stream, msg, msg_size)))
+        if ((st = launch(q, step, k, grid, qa, msg, msg_size)))
             return st;
     }
     qa->phase = 1;
-    return launch(k, grid, qa, stream, msg, msg_size);
+    return launch(q, step, k, grid, qa, msg, msg_size);
 }
 
 mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
@@ -454,6 +517,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
                        (long long)p->M);
+    launch_seq seq = launch_seq_start(stream);
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
                                          stream),
@@ -469,8 +533,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
             .cta_counts = (int32_t *)(base + L.cta_counts),
             .chunk = (int32_t)((slots + L.align_ctas - 1) / L.align_ctas)};
         for (al.phase = 0; al.phase < (L.align_ctas > 1 ? 2 : 1); al.phase++)
-            if ((st = launch(&plan->step[MT_STEP_ALIGN], (unsigned)L.align_ctas, &al, stream, msg,
-                             msg_size)))
+            if ((st = launch(&seq, MT_STEP_ALIGN, &plan->step[MT_STEP_ALIGN], (unsigned)L.align_ctas,
+                             &al, msg, msg_size)))
                 return st;
     }
     /* The activation quantizations share everything but their input. */
@@ -494,7 +558,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
             q1.row_weight = t->topk_weights;
             q1.row_div = (int32_t)p->topk;
         }
-        if ((st = launch_quant(&plan->step[MT_STEP_QUANT], &q1, stream, msg, msg_size)))
+        if ((st = launch_quant(&seq, MT_STEP_QUANT, &plan->step[MT_STEP_QUANT], &q1, msg, msg_size)))
             return st;
     }
     mt_gemm_args g1 = {
@@ -512,9 +576,10 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
+    g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], L.grid1);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM1], (unsigned)L.grid1,
-                     &g1, stream, msg, msg_size)))
+        (st = launch(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, msg,
+                     msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -527,7 +592,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         q2.ld_in = fused ? p->N : 2 * p->N;
         q2.rows = (int32_t)L.rows;
         q2.n = (int32_t)p->N;
-        if ((st = launch_quant(&plan->step[MT_STEP_ACT], &q2, stream, msg, msg_size)))
+        if ((st = launch_quant(&seq, MT_STEP_ACT, &plan->step[MT_STEP_ACT], &q2, msg, msg_size)))
             return st;
     } else if (run_act && !fused) {
         mt_act_args ac = {.in = c1, .out = c2, .topk_ids = standard ? t->topk_ids : NULL,
@@ -536,7 +601,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
                           .rows = (int32_t)L.rows, .N = (int32_t)p->N,
                           .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens};
         const mt_kernel *k = &plan->step[MT_STEP_ACT];
-        if ((st = launch(k, elementwise_grid(k, L.rows * (p->N / 8)), &ac, stream, msg, msg_size)))
+        if ((st = launch(&seq, MT_STEP_ACT, k, elementwise_grid(k, L.rows * (p->N / 8)), &ac, msg,
+                         msg_size)))
             return st;
     }
     mt_gemm_args g2 = g1;
@@ -557,16 +623,18 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
     g2.tile_count = (int32_t *)(base + L.count2);
+    g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
-        (st = launch(&plan->step[MT_STEP_GEMM2], (unsigned)L.grid2,
-                     &g2, stream, msg, msg_size)))
+        (st = launch(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, &g2, msg,
+                     msg_size)))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
                              .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
                              .K = (int32_t)p->K, .num_experts = (int32_t)p->E};
         const mt_kernel *k = &plan->step[MT_STEP_REDUCE];
-        if ((st = launch(k, elementwise_grid(k, p->M * (p->K / 8)), &rd, stream, msg, msg_size)))
+        if ((st = launch(&seq, MT_STEP_REDUCE, k, elementwise_grid(k, p->M * (p->K / 8)), &rd, msg,
+                         msg_size)))
             return st;
     }
     return MT_OK;
@@ -589,7 +657,9 @@ mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdevicep
                          .topk_weights = (const float *)(uintptr_t)topk_weights, .ldy = p->K,
                          .M = (int32_t)p->M, .topk = (int32_t)p->topk, .K = (int32_t)p->K,
                          .num_experts = (int32_t)p->E};
-    return launch(k, elementwise_grid(k, p->M * (p->K / 8)), &rd, stream, msg, msg_size);
+    launch_seq seq = launch_seq_start(stream);
+    return launch(&seq, MT_STEP_REDUCE, k, elementwise_grid(k, p->M * (p->K / 8)), &rd, msg,
+                  msg_size);
 }
 
 mt_status mt_moe_read_error(CUdeviceptr workspace, const mt_problem *p, char *msg,

@@ -44,6 +44,8 @@ typedef struct mt_kernel {
     mt_variant v;
     CUmodule module;
     CUfunction fn;
+    int pdl;   /* the image carries mt_pdl_aware: it keeps the launch protocol
+                * of mt_device.cuh and may start under the step ahead */
 } mt_kernel;
 
 /* Load a cubin/PTX image and find v->name in it; raises the dynamic shared

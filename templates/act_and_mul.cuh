@@ -12,6 +12,7 @@ namespace mt {
 
 template <class T, int ACT> __device__ void act_and_mul(const mt_act_args &a)
 {
+    pdl_enter();
     const int chunks = a.N / 8;
     const int64_t total = (int64_t)a.rows * chunks;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;

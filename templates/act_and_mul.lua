@@ -4,7 +4,7 @@ local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 local ACT = { silu = 0, gelu = 1 }
 return {
   family = "act_and_mul",
-  version = 1,
+  version = 2,
   doc = "activation-and-mul of the [rows, 2N] GEMM1 output into [rows, N]",
   params = {
     { name = "dtype",      abbrev = "", values = { "bf16", "fp16" } },
@@ -17,6 +17,7 @@ return {
   render = function(p, name)
     return mt.subst([[
 #include "act_and_mul.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_act_args args)
 {
     mt::act_and_mul<${ELEM}, ${ACT}>(args);

@@ -87,6 +87,7 @@ __device__ __forceinline__ float amax8(const float (&v)[8])
 
 template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_quant(const mt_quant_args &a)
 {
+    pdl_enter();
     const int chunks = a.n / 8;
     const int tid = threadIdx.x;
     if constexpr (GRAN == 1) {

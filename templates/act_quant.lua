@@ -9,7 +9,7 @@ local GRAN = { tensor = 1, token = 2, block = 3 }
 local ACT = { none = -1, silu = 0, gelu = 1 }
 return {
   family = "act_quant",
-  version = 2,
+  version = 3,
   doc = "quantize activation rows (optionally act-and-mul first) to fp8/int8 with scales",
   params = {
     { name = "dtype",    abbrev = "", values = { "bf16", "fp16" } },
@@ -29,6 +29,7 @@ return {
   render = function(p, name)
     return mt.subst([[
 #include "act_quant.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_quant_args args)
 {
     mt::act_quant<${ELEM}, ${QTYPE}, ${GRAN}, ${ACT}, ${THREADS}>(args);

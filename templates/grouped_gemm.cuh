@@ -167,6 +167,13 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int warp_m = warp / Cfg::WARPS_N, warp_n = warp % Cfg::WARPS_N;
 
+    /* a.pdl_early: the routing was final before the step ahead of this one
+     * started (mt_device.cuh), so the tile, its rows and the first stages
+     * of its weights (which no step writes) are fetched before pdl_wait(),
+     * under the tail of the step ahead. */
+    const bool early = a.pdl_early != 0;
+    if (!early)
+        pdl_enter();
     /* Every slice of a padding tile leaves here, before the counter. */
     const int tile = blockIdx.x / Cfg::SPLIT_K, split = blockIdx.x % Cfg::SPLIT_K;
     tile_rows t;
@@ -201,7 +208,7 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
 
     /* K in elements; a chunk is wholly inside or outside [0, K) because K is
      * a multiple of every chunk width a plan admits (8, 16; 32 for w4a16). */
-    auto load_stage = [&](int stage, int kt) {
+    auto load_a = [&](int stage, int kt) {
         const int k0 = kt * Cfg::BK;
 #pragma unroll
         for (int i = 0; i < S::A_ITERS; i++) {
@@ -213,6 +220,9 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
                            ok ? a_src[i] + k0 * Q::A_BITS / 8 : Abase, ok ? 16 : 0);
             }
         }
+    };
+    auto load_b = [&](int stage, int kt) {
+        const int k0 = kt * Cfg::BK;
 #pragma unroll
         for (int i = 0; i < S::B_ITERS; i++) {
             const int c = tid + i * S::THREADS;
@@ -224,6 +234,19 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
             }
         }
     };
+    const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+    int kt0 = 0, kt1 = k_tiles;   /* this CTA's K tiles */
+    if constexpr (Cfg::SPLIT_K > 1)
+        split_slice<Cfg>(k_tiles, split, &kt0, &kt1);
+    /* Early: the prologue's weight stages go first; they join the first
+     * commit group below, so stage 0 waits for all of them (once). */
+    if (early) {
+#pragma unroll
+        for (int s = 0; s < Cfg::STAGES - 1; s++)
+            if (kt0 + s < kt1)
+                load_b(s, kt0 + s);
+        pdl_enter();
+    }
 
     Acc acc[S::MT][S::NT][4];
     /* Block modes: the scaled sum of the finished K blocks. */
@@ -256,14 +279,13 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
         }
     }
 
-    const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
-    int kt0 = 0, kt1 = k_tiles;   /* this CTA's K tiles */
-    if constexpr (Cfg::SPLIT_K > 1)
-        split_slice<Cfg>(k_tiles, split, &kt0, &kt1);
 #pragma unroll
     for (int s = 0; s < Cfg::STAGES - 1; s++) {
-        if (kt0 + s < kt1)
-            load_stage(s, kt0 + s);
+        if (kt0 + s < kt1) {
+            if (!early)
+                load_b(s, kt0 + s);
+            load_a(s, kt0 + s);
+        }
         cp_async_commit();
     }
 
@@ -272,8 +294,10 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
         cp_async_wait<Cfg::STAGES - 2>();
         __syncthreads();  /* stage kt landed; stage kt-1 is free for the prefetch */
         const int nk = kt + Cfg::STAGES - 1;
-        if (nk < kt1)
-            load_stage((nk - kt0) % Cfg::STAGES, nk);
+        if (nk < kt1) {
+            load_a((nk - kt0) % Cfg::STAGES, nk);
+            load_b((nk - kt0) % Cfg::STAGES, nk);
+        }
         cp_async_commit();
 
         const int stage = (kt - kt0) % Cfg::STAGES;

@@ -133,6 +133,7 @@ return {
     local s = shape(p)
     return mt.subst([[
 #include "grouped_gemm.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};

@@ -186,6 +186,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     int64_t *arow_table = reinterpret_cast<int64_t *>(empty + Cfg::STAGES);
 
     const int tid = threadIdx.x, lane = tid & 31;
+    pdl_enter();   /* large-M kernel: nothing worth doing before the inputs */
     tile_rows t;
     int nb;
     if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))

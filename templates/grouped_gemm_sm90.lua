@@ -95,7 +95,7 @@ end
 
 return {
   family = "grouped_gemm_sm90",
-  version = 1,
+  version = 2,
   doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -127,6 +127,7 @@ return {
     local s = shape(p)
     return mt.subst([[
 #include "grouped_gemm_sm90.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};

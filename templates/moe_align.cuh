@@ -97,6 +97,7 @@ template <int THREADS> __device__ void moe_align(const mt_align_args &a)
     __shared__ int32_t cnt[ALIGN_MAX_EXPERTS];
     __shared__ int32_t off[ALIGN_MAX_EXPERTS + 1];
     __shared__ int32_t cursor[ALIGN_MAX_EXPERTS];
+    pdl_enter();
     const int tid = threadIdx.x, LE = a.local_experts;
     const bool grid = gridDim.x > 1;
     const int s_begin = grid ? blockIdx.x * a.chunk : 0;

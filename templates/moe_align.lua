@@ -3,7 +3,7 @@
 -- Device code: moe_align.cuh.
 return {
   family = "moe_align",
-  version = 2,
+  version = 3,
   doc = "route slots to experts, padded per expert to BLOCK_M (one CTA, or a grid in two phases)",
   params = {
     { name = "THREADS", abbrev = "t", values = { 256, 512, 1024 } },
@@ -14,6 +14,7 @@ return {
   render = function(p, name)
     return mt.subst([[
 #include "moe_align.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_align_args args)
 {
     mt::moe_align<${THREADS}>(args);

@@ -91,6 +91,10 @@ typedef struct mt_gemm_args {
      * they are 0 again after every complete launch. */
     float *partial;
     int32_t *tile_count;
+    /* Launched ahead of the step before it (programmatic dependent launch)
+     * with the routing already final: the mma.sync kernel fetches its tile
+     * and first weight stages before waiting (mt_device.cuh). 0: wait first. */
+    int32_t pdl_early;
 } mt_gemm_args;
 
 /* act_quant: quantize rows of activations to fp8 e4m3 / int8 with dynamic

@@ -12,6 +12,7 @@ namespace mt {
 
 template <class T> __device__ void moe_reduce(const mt_reduce_args &a)
 {
+    pdl_enter();
     /* Slots are taken UNROLL at a time: their rows are resolved first and
      * their loads issued together, so a thread has UNROLL 16-byte loads in
      * flight instead of one; the sum still runs in slot order. */

@@ -3,7 +3,7 @@
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 return {
   family = "moe_reduce",
-  version = 2,
+  version = 3,
   doc = "weigh and sum each token's expert outputs into [M, K]",
   params = {
     { name = "dtype",   abbrev = "", values = { "bf16", "fp16" } },
@@ -15,6 +15,7 @@ return {
   render = function(p, name)
     return mt.subst([[
 #include "moe_reduce.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_reduce_args args)
 {
     mt::moe_reduce<${ELEM}>(args);

@@ -46,6 +46,34 @@ template <class T> __device__ __forceinline__ float hi_of(uint32_t w) { return t
 
 struct alignas(16) vec8 { uint32_t w[4]; };   /* 8 sixteen-bit elements */
 
+/* Programmatic dependent launch (sm_90+; no-ops below). The runtime may
+ * launch a pipeline step before the step ahead of it on the stream has
+ * finished (moe_launch.c). Such a kernel reads nothing another step writes,
+ * and writes nothing, before pdl_wait() (which returns once the steps ahead
+ * have finished and their writes are visible; at once without such a
+ * launch); it calls pdl_launch_dependents() only after pdl_wait(), so that
+ * when the next step starts, every step before this one has finished. A
+ * family that keeps this protocol says so with MT_PDL_AWARE once in its
+ * source: the runtime launches only kernels that carry the mark this way. */
+__device__ __forceinline__ void pdl_wait()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+/* The usual start of a step that has nothing to do before its inputs. */
+__device__ __forceinline__ void pdl_enter()
+{
+    pdl_wait();
+    pdl_launch_dependents();
+}
+
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 
@@ -168,3 +196,9 @@ __device__ __forceinline__ bool slot_is_local(const int32_t *topk_ids, const int
 }
 
 } // namespace mt
+
+#if __CUDA_ARCH__ >= 900
+#define MT_PDL_AWARE extern "C" __device__ int mt_pdl_aware = 1;
+#else
+#define MT_PDL_AWARE
+#endif
