@@ -21,8 +21,10 @@
  * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
- * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE and the
- * generated static mma(acc, desc_a, desc_b).
+ * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE, FOLD (block
+ * modes in "ws": 0 waits for a K tile's MMAs before folding its sums, 1
+ * folds them while the next tile's MMAs run into a second accumulator set)
+ * and the generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -270,19 +272,56 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             block_scales<Cfg> bs;
             if constexpr (S::BLOCK)
                 bs.init(a, t, nb, warp, 0, lane);
-            for (int kt = 0; kt < k_tiles; kt++) {
-                const int stage = kt % Cfg::STAGES;
-                mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
-                fence_proxy_async();
-                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-                if constexpr (S::BLOCK) {
-                    wgmma_wait<0>();
-                    mbar_arrive(&empty[stage]);
-                    bs.fold(a, kt, acc, facc);
-                } else {
-                    wgmma_wait<1>();
-                    if (kt > 0)
+            if constexpr (S::BLOCK && Cfg::FOLD == 1) {
+                /* Ping-pong: K tile kt's MMAs go into `cur` while tile
+                 * kt-1's finished sums in `prev` are folded. Even tiles
+                 * use acc, odd ones acc2 (unrolled by two, so that both
+                 * sets stay registers). */
+                Acc acc2[1][S::NT][4];
+#pragma unroll
+                for (int j = 0; j < S::NT; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        acc2[0][j][q] = 0;
+                auto step = [&](int kt, Acc (&cur)[1][S::NT][4], Acc (&prev)[1][S::NT][4]) {
+                    const int stage = kt % Cfg::STAGES;
+                    mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
+                    fence_proxy_async();
+                    mma_stage<Cfg>(cur, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                    if (kt > 0) {
+                        wgmma_wait<1>();   /* tile kt-1's MMAs are done, kt's may run */
                         mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
+                        bs.fold(a, kt - 1, prev, facc);
+                    }
+                };
+                for (int kt = 0; kt < k_tiles; kt += 2) {
+                    step(kt, acc, acc2);
+                    if (kt + 1 < k_tiles)
+                        step(kt + 1, acc2, acc);
+                }
+                wgmma_wait<0>();
+                if (k_tiles > 0) {
+                    mbar_arrive(&empty[(k_tiles - 1) % Cfg::STAGES]);
+                    if ((k_tiles - 1) % 2 == 0)
+                        bs.fold(a, k_tiles - 1, acc, facc);
+                    else
+                        bs.fold(a, k_tiles - 1, acc2, facc);
+                }
+            } else {
+                for (int kt = 0; kt < k_tiles; kt++) {
+                    const int stage = kt % Cfg::STAGES;
+                    mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
+                    fence_proxy_async();
+                    mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                    if constexpr (S::BLOCK) {
+                        wgmma_wait<0>();
+                        mbar_arrive(&empty[stage]);
+                        bs.fold(a, kt, acc, facc);
+                    } else {
+                        wgmma_wait<1>();
+                        if (kt > 0)
+                            mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
+                    }
                 }
             }
             wgmma_wait<0>();
