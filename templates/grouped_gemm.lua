@@ -51,8 +51,11 @@ local TILES16 = {
   { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 32, GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1 },
   { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 4 },
 }
+-- 8-bit operands: the decode tile reads 128-byte weight rows per K step
+-- (BLOCK_K 128; the 64-wide tile read 64-byte runs and was 22 % slower at
+-- Qwen3-30B-A3B fp8 M = 64 on the H200, docs/measurements/2026-12-02-s4).
 local TILES8 = {
-  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 64,  GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 1 },
+  { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 128, GROUP_M = 1, WARPS_M = 1, WARPS_N = 2, STAGES = 3, SPLIT_K = 1 },
   { BLOCK_M = 64,  BLOCK_N = 128, BLOCK_K = 64,  GROUP_M = 8, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1 },
   { BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64,  GROUP_M = 8, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1 },
   { BLOCK_M = 16,  BLOCK_N = 64,  BLOCK_K = 128, GROUP_M = 1, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 4 },
