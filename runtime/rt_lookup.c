@@ -174,7 +174,21 @@ mt_status mt_rt_default_pipeline(const mt_problem *p, int64_t M, const char *arc
     return MT_OK;
 }
 
-/* One lookup step over the databases in order; MT_ERR_NOT_FOUND when none has it. */
+/* How far a tuned entry reaches: the entry tuned at Mt serves M in
+ * [Mt / MT_RT_REACH, Mt * MT_RT_REACH]. Farther away the tile that won at
+ * Mt is a guess, worse than the built-in rule, which picks the tile by
+ * rows per expert (H200: Qwen3-30B-A3B fp8 at M = 4096 on the M = 128
+ * entry's 16-row tiles took 2571 us, on the defaults 1148 us;
+ * docs/PERFORMANCE.md, session 4). */
+#define MT_RT_REACH 4
+
+static int within_reach(int64_t Mt, int64_t M)
+{
+    return M <= Mt * MT_RT_REACH && M * MT_RT_REACH >= Mt;
+}
+
+/* One lookup step over the databases in order; MT_ERR_NOT_FOUND when none
+ * has an entry within reach of M. */
 static mt_status try_dbs(mt_db *const *dbs, int ndbs, const mt_db_key *key, const char *cc,
                          int64_t M, mt_db_entry *e, int *exact, mt_db **from, char *msg,
                          size_t msg_size)
@@ -184,6 +198,8 @@ static mt_status try_dbs(mt_db *const *dbs, int ndbs, const mt_db_key *key, cons
             continue;
         mt_status st = cc ? mt_db_lookup_cc(dbs[i], key, cc, M, e, exact)
                           : mt_db_lookup(dbs[i], key, M, e, exact);
+        if (st == MT_OK && !within_reach(e->M, M))
+            continue;
         if (st == MT_OK) {
             *from = dbs[i];
             return MT_OK;

@@ -374,6 +374,19 @@ static void test_lookup_order(void **state)
     assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 200, 0, &c, msg, sizeof msg), MT_OK);
     assert_string_equal(gemm1_of(&c), "mtk_sys256");
     assert_string_equal(c.info.db_path, sys_path);
+    /* An entry reaches 4x its M either way: 1024 still takes the M = 256
+     * one, 4096 the built-in defaults; M = 4 still the M = 16 one, and the
+     * user's M = 64 entry covers up to 256 but not 1024 (the system's
+     * M = 256 entry does). */
+    assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 1024, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_sys256");
+    assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 4096, 0, &c, msg, sizeof msg), MT_OK);
+    assert_int_equal(c.info.source, MT_LOOKUP_DEFAULTS);
+    assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 4, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_sys16");
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p, 1024, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_sys256");
+    assert_ptr_equal(c.db, dbs[1]);
 
     /* No entry for this SKU: another SKU of the same compute capability. */
     assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p2, 8, 0, &c, msg, sizeof msg), MT_OK);
