@@ -287,7 +287,7 @@ static void test_param_filter(void **state)
  * names end in STAGES: 3 or 4) under the winner's GEMM2: a pair that the
  * first two stages do not time here. */
 typedef struct sibling_scan {
-    char want[300];
+    char want[560];   /* "gemm1=" + name + ";gemm2=" + name */
     int found;
 } sibling_scan;
 
