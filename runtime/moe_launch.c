@@ -376,10 +376,9 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
 /* A GEMM launched now may read the routing before it waits only when the
  * alignment that writes it is not the launch right ahead: every launch
  * ahead of that one has finished when this one starts. */
-static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, int64_t grid)
+static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)
 {
-    return grid <= UINT32_MAX && launch_is_dependent(q, step, k, (unsigned)grid) &&
-           q->last != MT_STEP_ALIGN;
+    return launch_is_dependent(q, step, k, grid) && q->last != MT_STEP_ALIGN;
 }
 
 static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
@@ -576,7 +575,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
-    g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], L.grid1);
+    g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, msg,
                      msg_size)))
@@ -623,7 +622,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
     g2.tile_count = (int32_t *)(base + L.count2);
-    g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], L.grid2);
+    g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
         (st = launch(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, &g2, msg,
                      msg_size)))

@@ -35,7 +35,8 @@ typedef struct worker {
     mt_db_provenance prov;
     mt_variant *all, *defaults;
     size_t nall, ndefaults;
-    mt_variant *search;        /* the variants of `all` that o->only admits */
+    mt_variant *search;        /* the variants of `all` that o->only admits (`all`
+                                * itself when there is no filter) */
     size_t nsearch;
 } worker;
 
@@ -160,6 +161,8 @@ static const mt_variant *by_name(const worker *w, const char *name, size_t len)
  * into w->all; (size_t)-1 where a name is not there. */
 static void to_all(const worker *w, const mt_variant *list, size_t *pick, size_t n)
 {
+    if (list == w->all)
+        return;
     for (size_t i = 0; i < n; i++) {
         const mt_variant *v = by_name(w, list[pick[i]].name, strlen(list[pick[i]].name));
         pick[i] = v ? (size_t)(v - w->all) : (size_t)-1;
@@ -188,6 +191,11 @@ static int admitted(const mt_tune_opts *o, const mt_variant *v)
 static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
+    if (o->nonly == 0) {
+        w->search = w->all;
+        w->nsearch = w->nall;
+        return MT_OK;
+    }
     for (int i = 0; i < o->nonly; i++) {
         int declared = 0;
         for (size_t k = 0; k < w->nall && !declared; k++)
@@ -508,8 +516,9 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t
         st = tune_m(&w, o->Ms[i], msg, msg_size);
 done:
     mt_db_close(w.db);
+    if (w.search != w.all)
+        free(w.search);
     free(w.all);
-    free(w.search);
     free(w.defaults);
     if (w.be.destroy)
         w.be.destroy(w.be.self);
