@@ -16,6 +16,15 @@ static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
 
 const char *mt_step_name(mt_step s) { return (unsigned)s < MT_STEP_ALL ? step_names[s] : "?"; }
 
+/* Programmatic dependent launch exists from sm_90 on ("sm_90a",
+ * "compute_90"): images for older targets are never launched that way, and
+ * are not asked for the mark (mt_device.cuh defines it only from sm_90). */
+static int arch_has_pdl(const char *arch)
+{
+    const char *digits = strchr(arch, '_');
+    return digits && atoi(digits + 1) >= 90;
+}
+
 mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, char *msg,
                          size_t msg_size)
 {
@@ -24,9 +33,12 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     k->v = *v;
     MT_CU_TRY(mt_cu.cuModuleLoadData(&k->module, image), msg, msg_size);
     MT_CU_TRY(mt_cu.cuModuleGetFunction(&k->fn, k->module, v->name), msg, msg_size);
+    /* Every family of ours carries the mark; the lookup fails (and a
+     * sanitizer reports the failed call) only for an image from elsewhere. */
     CUdeviceptr mark;
     size_t mark_size;
-    k->pdl = mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
+    k->pdl = arch_has_pdl(v->arch) &&
+             mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
     if (v->smem_bytes > 48 * 1024)
         MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            v->smem_bytes),

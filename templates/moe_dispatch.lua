@@ -4,7 +4,7 @@
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 return {
   family = "moe_dispatch",
-  version = 1,
+  version = 2,
   doc = "scatter token rows to the batched-experts layout (fixed capacity, graph-capturable)",
   params = {
     { name = "dtype",   abbrev = "", values = { "bf16", "fp16" } },
@@ -16,8 +16,10 @@ return {
   render = function(p, name)
     return mt.subst([[
 #include "moe_dispatch.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_dispatch_args args)
 {
+    mt::pdl_enter();
     mt::moe_dispatch<${ELEM}, ${THREADS}>(args);
 }
 ]], { NAME = name, THREADS = p.THREADS, ELEM = ELEM[p.dtype] })

@@ -14,7 +14,7 @@ local WIRE = {
 }
 return {
   family = "moe_ep",
-  version = 1,
+  version = 2,
   doc = "expert parallelism: pack/unpack token rows for the NCCL exchange, combine the returned rows",
   params = {
     { name = "op",      abbrev = "", values = { "pack", "unpack", "combine" } },
@@ -47,8 +47,10 @@ return {
     end
     return mt.subst([[
 #include "moe_ep.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_ep_args args)
 {
+    mt::pdl_enter();
     ${CALL}
 }
 ]], { NAME = name, THREADS = p.THREADS, CALL = call })
