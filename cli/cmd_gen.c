@@ -402,6 +402,13 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
             continue;
         }
         b[i].cache_hit ? hits++ : compiled++;
+        /* ptxas's performance notes (for example C7514: warpgroup MMAs
+         * serialized) come with a working image; say so. */
+        if (b[i].log && strstr(b[i].log, "Performance Loss")) {
+            printf("warning: %s (%s) compiled with a performance note:\n", b[i].variant.name,
+                   b[i].variant.arch);
+            print_log_head(b[i].log, 4);
+        }
         if (a->out_dir && write_ok)
             write_ok = write_file(a->out_dir, b[i].variant.arch, b[i].variant.name,
                                   b[i].is_ptx ? ".ptx" : ".cubin", b[i].image,

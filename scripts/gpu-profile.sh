@@ -21,7 +21,8 @@ for spec in "${runs[@]}"; do
   # shellcheck disable=SC2086 # option list
   timeout 240 "$ncu" --clock-control none -k "${MT_PROFILE_KERNELS:-regex:grouped_gemm}" \
     -c "${MT_PROFILE_COUNT:-2}" --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section SchedulerStats \
     .gpu/bin/moetune bench $shape --M "$m" --reps 1 --max-candidates 1 --pipeline-only \
     >"$out/ncu-$name.txt" 2>&1
   r=$?

@@ -248,9 +248,43 @@ __device__ __forceinline__ void stage_fragments(const mt_gemm_args &a, const til
         }
 }
 
+/* Where tile row r goes: the output row (false: none) and the router
+ * weight it is scaled by. */
+template <class Cfg>
+__device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &t, int r, int64_t *crow,
+                                        float *w)
+{
+    int64_t arow;
+    int slot;
+    if (!tile_row<Cfg>(a, t, r, &arow, crow, &slot))
+        return false;
+    *w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
+    return true;
+}
+
+/* The output rows of a tile resolved once into shared memory (crow -1: no
+ * row), by threads id of n, so that the epilogue reads them without a chain
+ * of global loads per 16-byte vector. The caller orders the fill before
+ * write_tile with a barrier. */
+struct out_rows {
+    int64_t *crow;
+    float *w;
+};
+template <class Cfg>
+__device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_rows &t, out_rows rows,
+                                              int id, int n)
+{
+    for (int r = id; r < Cfg::BM; r += n)
+        if (!out_row<Cfg>(a, t, r, &rows.crow[r], &rows.w[r]))
+            rows.crow[r] = -1;
+}
+
+/* rows: the tile's output rows from fill_out_rows, or crow == nullptr to
+ * resolve each row where it is written. */
 template <class Cfg>
 __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
-                                           const float *sC, int tid, int nthreads)
+                                           const float *sC, int tid, int nthreads,
+                                           out_rows rows = {nullptr, nullptr})
 {
     using T = typename Cfg::T;
     using S = tile_shape<Cfg>;
@@ -260,11 +294,18 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     for (int c = tid; c < Cfg::BM * OC; c += nthreads) {
         const int r = c / OC, cc = c % OC;
         const int col0 = nb * S::OUT_COLS + cc * 8;
-        int64_t arow, crow;
-        int slot;
-        if (col0 >= out_limit || !tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
+        if (col0 >= out_limit)
             continue;
-        const float w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
+        int64_t crow;
+        float w;
+        if (rows.crow) {
+            crow = rows.crow[r];
+            w = rows.w[r];
+            if (crow < 0)
+                continue;
+        } else if (!out_row<Cfg>(a, t, r, &crow, &w)) {
+            continue;
+        }
         const float *src = sC + r * S::LDC + cc * 8;
         float v[8];
 #pragma unroll
@@ -290,12 +331,12 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
 template <class Cfg, class Acc, class FAcc>
 __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
                                            int warp_n, const Acc &acc, const FAcc &facc,
-                                           unsigned char *smem)
+                                           unsigned char *smem, out_rows rows = {nullptr, nullptr})
 {
     float *sC = reinterpret_cast<float *>(smem);
     stage_fragments<Cfg>(a, t, nb, warp_m, warp_n, threadIdx.x & 31, acc, facc, sC);
     __syncthreads();
-    write_tile<Cfg>(a, t, nb, sC, threadIdx.x, tile_shape<Cfg>::THREADS);
+    write_tile<Cfg>(a, t, nb, sC, threadIdx.x, tile_shape<Cfg>::THREADS, rows);
 }
 
 } // namespace mt

@@ -21,10 +21,8 @@
  * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
- * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE, FOLD (block
- * modes in "ws": 0 waits for a K tile's MMAs before folding its sums, 1
- * folds them while the next tile's MMAs run into a second accumulator set)
- * and the generated static mma(acc, desc_a, desc_b).
+ * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE and the
+ * generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -172,7 +170,12 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
  * copying threads' cp.async completions) and an `empty` one (every
  * computing thread, once its MMAs on the stage completed), so the copies
  * run up to STAGES tiles ahead without CTA barriers. The block-scale modes
- * wait for each tile's MMAs before folding its sums. */
+ * wait for each tile's MMAs before folding its sums (the other computing
+ * warpgroup's MMAs keep the tensor cores busy meanwhile). Folding one K
+ * tile's sums while the next tile's MMAs run into a second accumulator set
+ * was tried (FOLD=pingpong, 2 December 2026) and removed: ptxas serializes
+ * every wgmma of such a loop (C7514, non-wgmma instructions reading
+ * accumulator registers within a pipeline stage), and it ran 40 % slower. */
 template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
 {
     using S = sm90_shape<Cfg>;
@@ -185,7 +188,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + (S::PIPE_BYTES > S::EPI_BYTES ? S::PIPE_BYTES : S::EPI_BYTES));
     uint64_t *empty = full + Cfg::STAGES;
+    /* Per tile row: its A offset (the loaders), its output row and router
+     * weight (the epilogue), resolved once by the copying threads. */
     int64_t *arow_table = reinterpret_cast<int64_t *>(empty + Cfg::STAGES);
+    const out_rows orows = {arow_table + Cfg::BM, reinterpret_cast<float *>(arow_table + 2 * Cfg::BM)};
 
     const int tid = threadIdx.x, lane = tid & 31;
     pdl_enter();   /* large-M kernel: nothing worth doing before the inputs */
@@ -212,6 +218,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     if constexpr (!WS) {
         sm90_loader<Cfg, S::CONSUMERS> ld;
         ld.init(a, t, nb, tid, arow_table);
+        fill_out_rows<Cfg>(a, t, orows, tid, S::CONSUMERS);
         __syncthreads();
         block_scales<Cfg> bs;
         if constexpr (S::BLOCK)
@@ -243,7 +250,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         wgmma_wait<0>();
         cp_async_wait<0>();
         __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
-        store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem);
+        store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem, orows);
     } else {
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
@@ -257,6 +264,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 regs_shrink<72>();
             sm90_loader<Cfg, 128> ld;
             ld.init(a, t, nb, tid, arow_table);
+            fill_out_rows<Cfg>(a, t, orows, tid, 128);   /* read after the last CTA barrier */
             asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
             for (int kt = 0; kt < k_tiles; kt++) {
                 const int stage = kt % Cfg::STAGES;
@@ -272,56 +280,19 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             block_scales<Cfg> bs;
             if constexpr (S::BLOCK)
                 bs.init(a, t, nb, warp, 0, lane);
-            if constexpr (S::BLOCK && Cfg::FOLD == 1) {
-                /* Ping-pong: K tile kt's MMAs go into `cur` while tile
-                 * kt-1's finished sums in `prev` are folded. Even tiles
-                 * use acc, odd ones acc2 (unrolled by two, so that both
-                 * sets stay registers). */
-                Acc acc2[1][S::NT][4];
-#pragma unroll
-                for (int j = 0; j < S::NT; j++)
-#pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        acc2[0][j][q] = 0;
-                auto step = [&](int kt, Acc (&cur)[1][S::NT][4], Acc (&prev)[1][S::NT][4]) {
-                    const int stage = kt % Cfg::STAGES;
-                    mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
-                    fence_proxy_async();
-                    mma_stage<Cfg>(cur, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-                    if (kt > 0) {
-                        wgmma_wait<1>();   /* tile kt-1's MMAs are done, kt's may run */
+            for (int kt = 0; kt < k_tiles; kt++) {
+                const int stage = kt % Cfg::STAGES;
+                mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
+                fence_proxy_async();
+                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                if constexpr (S::BLOCK) {
+                    wgmma_wait<0>();
+                    mbar_arrive(&empty[stage]);
+                    bs.fold(a, kt, acc, facc);
+                } else {
+                    wgmma_wait<1>();
+                    if (kt > 0)
                         mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
-                        bs.fold(a, kt - 1, prev, facc);
-                    }
-                };
-                for (int kt = 0; kt < k_tiles; kt += 2) {
-                    step(kt, acc, acc2);
-                    if (kt + 1 < k_tiles)
-                        step(kt + 1, acc2, acc);
-                }
-                wgmma_wait<0>();
-                if (k_tiles > 0) {
-                    mbar_arrive(&empty[(k_tiles - 1) % Cfg::STAGES]);
-                    if ((k_tiles - 1) % 2 == 0)
-                        bs.fold(a, k_tiles - 1, acc, facc);
-                    else
-                        bs.fold(a, k_tiles - 1, acc2, facc);
-                }
-            } else {
-                for (int kt = 0; kt < k_tiles; kt++) {
-                    const int stage = kt % Cfg::STAGES;
-                    mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
-                    fence_proxy_async();
-                    mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-                    if constexpr (S::BLOCK) {
-                        wgmma_wait<0>();
-                        mbar_arrive(&empty[stage]);
-                        bs.fold(a, kt, acc, facc);
-                    } else {
-                        wgmma_wait<1>();
-                        if (kt > 0)
-                            mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
-                    }
                 }
             }
             wgmma_wait<0>();
@@ -333,7 +304,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, reinterpret_cast<float *>(smem));
         }
         __syncthreads();   /* staged: every thread helps write */
-        write_tile<Cfg>(a, t, nb, reinterpret_cast<const float *>(smem), tid, S::CONSUMERS + 128);
+        write_tile<Cfg>(a, t, nb, reinterpret_cast<const float *>(smem), tid, S::CONSUMERS + 128, orows);
     }
 }
 

@@ -2,11 +2,13 @@
  * The real templates (env MT_TEMPLATE_DIR, set by CTest to templates/):
  * every family loads, its default set for sm_90a and sm_80 is non-empty
  * (a Hopper-only family prunes every sm_80 point as "needs sm_90a"), and a
- * sample of it compiles with NVRTC; grouped_gemm's split-K parameter prunes
+ * sample of it compiles with NVRTC (the sm_90a images with the launch
+ * protocol's mark); grouped_gemm's split-K parameter prunes
  * what it should and its default tiles compile in every quant mode. Kept
  * apart from tests/test_gen.c so that templates still being written do not
  * hide generator failures.
  */
+#define _GNU_SOURCE /* memmem */
 #include "tests/support.h"
 
 #include <stdio.h>
@@ -16,6 +18,7 @@
 #include "moetune/gen.h"
 
 #define SAMPLE_PER_FAMILY 4
+#define PDL_MARK "mt_pdl_aware" /* with its NUL: the whole name in the string table */
 
 static void test_builtin_templates_compile(void **state)
 {
@@ -65,6 +68,16 @@ static void test_builtin_templates_compile(void **state)
             for (size_t i = 0; i < ns; i++) {
                 assert_int_equal(b[i].status, MT_OK);
                 assert_true(b[i].image_len > 0);
+                /* Every family keeps the launch protocol of mt_device.cuh:
+                 * its sm_90a images carry the mark the runtime looks up
+                 * (runtime/moe_launch.c), an ELF symbol. */
+                if (a == 0 && !memmem(b[i].image, b[i].image_len, PDL_MARK, sizeof PDL_MARK))
+                    fail_msg("%s: the sm_90a image has no %s symbol (MT_PDL_AWARE missing from "
+                             "the family's render)", sample[i].name, PDL_MARK);
+                /* ptxas compiles it as written (no serialized warpgroup
+                 * MMAs, C7514, and no other performance note). */
+                if (b[i].log && strstr(b[i].log, "Performance Loss"))
+                    fail_msg("%s (%s): %s", sample[i].name, archs[a], b[i].log);
             }
             printf("  %s %s: %d default points, %d valid, compiled %zu\n", family, archs[a],
                    r.enumerated, r.valid, ns);
@@ -203,12 +216,54 @@ static void test_split_k_defaults_compile(void **state)
     mt_gen_close(g);
 }
 
+/* Every default tile of the warpgroup-MMA family, in the block-scaled and
+ * the unscaled mode, compiles without a ptxas performance note: C7514
+ * (warpgroup MMAs serialized) is what the removed FOLD=pingpong loop got,
+ * and such a kernel still runs, only 40 % slower (docs/PERFORMANCE.md). */
+static void test_sm90_defaults_not_serialized(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    static const char *const quants[] = {"none", "fp8-block"};
+    for (int q = 0; q < 2; q++) {
+        mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .defaults_only = 1};
+        const char *const kv[] = {"quant", quants[q], "dtype", "bf16", "format", "standard",
+                                  "epilogue", "store"};
+        for (int i = 0; i < 8; i += 2, f.nparams++) {
+            f.params[f.nparams].name = kv[i];
+            f.params[f.nparams].value = kv[i + 1];
+        }
+        mt_variant *v = NULL;
+        size_t n = 0;
+        if (mt_gen_enumerate(g, &f, &v, &n, NULL))
+            fail_msg("grouped_gemm_sm90: %s", mt_gen_errmsg(g));
+        assert_true(n >= 4);
+        mt_kernel_binary *b = NULL;
+        const mt_status st = mt_gen_compile(g, v, n, &b);
+        for (size_t i = 0; i < n; i++) {
+            if (b && b[i].status)
+                fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
+            if (b && b[i].log && strstr(b[i].log, "Performance Loss"))
+                fail_msg("%s: %s", b[i].variant.name, b[i].log);
+        }
+        assert_int_equal(st, MT_OK);
+        printf("  grouped_gemm_sm90 %s defaults: %zu compiled, no performance note\n", quants[q], n);
+        mt_kernel_binaries_free(b, n);
+        free(v);
+    }
+    mt_gen_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_templates_compile),
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
+        cmocka_unit_test(test_sm90_defaults_not_serialized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

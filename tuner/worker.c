@@ -263,8 +263,7 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
  * from the best so far (coordinate descent). The model of select.c ranks
  * tile shapes; it cannot tell pipeline depths, warp layouts or prefetch
  * hints apart, so these are settled on the GPU. */
-static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE", "FOLD",
-                                            NULL};
+static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE", NULL};
 
 static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
 {
