@@ -20,7 +20,9 @@
 # default 8; each problem has its own tuning limit, below) and then
 # benches with that database. The per-problem files are packed into
 # $OUT/bench-files.tar at the end (a device call returns at most 8 files).
-# MT_BENCH_PHASE=tune-only stops after tuning. MT_TUNE_BUDGET caps the
+# MT_BENCH_PHASE=tune-only stops after tuning. MT_TUNE_M: the M tuned
+# (default the ten); M already complete in the database are skipped, so a
+# copy of a shipped database put at $OUT/nvidia-h200.db first is completed. MT_TUNE_BUDGET caps the
 # tuning of all problems together (seconds), like MT_BENCH_BUDGET the benches.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -64,7 +66,7 @@ if [[ "$phase" == tune* ]]; then
       echo "== tune $name: not run (tuning budget ${MT_TUNE_BUDGET:-} s spent)"; rc=1; continue
     fi
     # shellcheck disable=SC2086 # $shape is a list of options
-    timeout "$lim" .gpu/bin/moetune tune $shape --M "$Ms" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
+    timeout "$lim" .gpu/bin/moetune tune $shape --M "${MT_TUNE_M:-$Ms}" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
       --reps 10 --db "$tuned_db" >"$out/tune-$name.log" 2>&1
     r=$?
     echo "== tune $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s)"

@@ -20,6 +20,11 @@ cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .gpu/bin/
 # The templates the build goes with: the GPU scripts compile kernels from
 # this copy, so a staged bundle stays whole while the tree moves on.
 cp -r templates .gpu/templates
+# A base for scripts/gpu-ab.sh: the templates of another commit.
+if [ -n "${MT_STAGE_BASE:-}" ]; then
+  mkdir -p .gpu/base
+  git archive "$MT_STAGE_BASE" templates | tar -x -C .gpu/base
+fi
 strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
 # --- expert parallelism (issue 11): NCCL for gpu_ep / bench_ep ---
 # moetune dlopens libnccl.so.2 (common/nccl_loader.c): first from the
