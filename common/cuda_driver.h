@@ -31,6 +31,7 @@
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")  \
     X(cuCtxSetCurrent, "cuCtxSetCurrent")                         \
     X(cuCtxGetCurrent, "cuCtxGetCurrent")                         \
+    X(cuCtxGetDevice, "cuCtxGetDevice")                           \
     X(cuCtxSynchronize, "cuCtxSynchronize")                       \
     X(cuGetErrorName, "cuGetErrorName")                           \
     X(cuGetErrorString, "cuGetErrorString")                       \

@@ -39,6 +39,13 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     size_t mark_size;
     k->pdl = arch_has_pdl(v->arch) &&
              mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
+    const char *pipe = mt_variant_get(v, "PIPE");
+    if (pipe && !strcmp(pipe, "persist")) {
+        CUdevice dev;
+        MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
+        MT_CU_TRY(mt_cu.cuDeviceGetAttribute(&k->max_ctas, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                  msg, msg_size);
+    }
     if (v->smem_bytes > 48 * 1024)
         MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            v->smem_bytes),
@@ -225,7 +232,7 @@ typedef struct ws_layout {
     int64_t max_padded, num_m_blocks, rows;
     int64_t rows1;               /* w8a8: rows of q1 */
     int64_t tiles1, tiles2;      /* output tiles of GEMM1 and GEMM2 */
-    int64_t grid1, grid2;        /* their CTAs: tiles times SPLIT_K */
+    int64_t grid1, grid2;        /* their CTAs (gemm_grid) */
     int64_t zero_words;          /* int32 words from `flags` zeroed before each run */
 } ws_layout;
 
@@ -247,6 +254,14 @@ static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_
     if (bn < 1)
         bn = 1;   /* a fused BLOCK_N of 1 (no template makes one): no division by 0 */
     return num_m_blocks * ((out_cols + bn - 1) / bn);
+}
+
+/* CTAs of a GEMM launch: a CTA per tile and split-K slice, or, for a
+ * persistent kernel, at most one per SM (its CTAs walk the tiles). */
+static int64_t gemm_grid(const mt_kernel *k, int64_t tiles)
+{
+    const int64_t ctas = tiles * split_k(k);
+    return k->max_ctas > 0 && ctas > k->max_ctas ? k->max_ctas : ctas;
 }
 
 /* Bytes of the partial sums of a split-K GEMM: a BM x BN fp32 tile per
@@ -314,8 +329,8 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
     L.tiles2 = gemm_tiles(g2, L.num_m_blocks, p->K);
-    L.grid1 = L.tiles1 * split_k(g1);
-    L.grid2 = L.tiles2 * split_k(g2);
+    L.grid1 = gemm_grid(g1, L.tiles1);
+    L.grid2 = gemm_grid(g2, L.tiles2);
     const int split = split_k(g1) > 1 || split_k(g2) > 1;
     L.zero_words = WS_FLAGS + (split ? L.tiles1 + L.tiles2 : 0);
     size_t off = 0;

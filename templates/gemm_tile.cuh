@@ -94,13 +94,25 @@ template <class Cfg> __device__ __forceinline__ bool weight_row(const mt_gemm_ar
 /* The tile of CTA `pid`: GROUP_M row blocks share each column block, for L2
  * reuse of the weights. False when the tile has no rows (padding blocks,
  * experts not on this rank, rows past an expert's count). */
-template <class Cfg>
-__device__ __forceinline__ bool tile_of(const mt_gemm_args &a, int pid, tile_rows *t, int *nb)
+template <class Cfg> __device__ __forceinline__ int num_n_blocks(const mt_gemm_args &a)
 {
     using S = tile_shape<Cfg>;
     const int out_limit = S::FUSED ? a.n_half : a.N;
-    const int num_n_blocks = (out_limit + S::OUT_COLS - 1) / S::OUT_COLS;
-    const int in_group = Cfg::GROUP_M * num_n_blocks;
+    return (out_limit + S::OUT_COLS - 1) / S::OUT_COLS;
+}
+
+/* Tiles of the GEMM (padding tiles included): the grid of a kernel with a
+ * CTA per tile, what a persistent kernel's CTAs share out. */
+template <class Cfg> __device__ __forceinline__ int num_tiles(const mt_gemm_args &a)
+{
+    return a.num_m_blocks * num_n_blocks<Cfg>(a);
+}
+
+template <class Cfg>
+__device__ __forceinline__ bool tile_of(const mt_gemm_args &a, int pid, tile_rows *t, int *nb)
+{
+    const int n_blocks = num_n_blocks<Cfg>(a);
+    const int in_group = Cfg::GROUP_M * n_blocks;
     const int first_m = (pid / in_group) * Cfg::GROUP_M;
     const int gsize = min(a.num_m_blocks - first_m, Cfg::GROUP_M);
     t->mb = first_m + (pid % in_group) % gsize;

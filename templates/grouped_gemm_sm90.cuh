@@ -80,6 +80,17 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int A_STAGE = Cfg::BM * ROW, B_STAGE = Cfg::BN * ROW;
     static constexpr int PIPE_BYTES = Cfg::STAGES * (A_STAGE + B_STAGE);
     static constexpr int KSTEPS = ROW / 32;                 /* MMAs per tile */
+    /* Where things are in shared memory. "persist" keeps the fp32
+     * epilogue tile out of the pipeline buffers (the copies of the next
+     * output tile go on while this one is written) and two sets of
+     * output-row tables, each with a pair of mbarriers (filled, free). */
+    static constexpr bool PERSIST = Cfg::PIPE == 2;
+    static constexpr int EPI_BYTES = tile_shape<Cfg>::EPI_BYTES;
+    static constexpr int EPI_AT = PERSIST ? PIPE_BYTES : 0;
+    static constexpr int BAR_AT = PERSIST ? PIPE_BYTES + EPI_BYTES
+                                          : (PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES);
+    static constexpr int NBARS = 2 * Cfg::STAGES + (PERSIST ? 4 : 0);
+    static constexpr int ROW_SETS = PERSIST ? 2 : 1;
     static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
     static_assert(Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0, "tile does not split into warpgroups");
 };
@@ -159,6 +170,67 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
     wgmma_commit();
 }
 
+/* The copying warpgroup's part of one output tile ("ws", "persist"): the
+ * tile's rows into the tables (then an arrival on rows_filled, if given),
+ * then its K tiles into the ring of STAGES buffers, each once the
+ * computing threads gave it back. `it` counts the K tiles of the CTA's
+ * earlier output tiles: ring position and barrier phases run on across
+ * tiles. */
+template <class Cfg>
+__device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int tid,
+                                          int64_t *arow_table, out_rows rows, uint64_t *rows_filled,
+                                          unsigned char *sA, unsigned char *sB, uint64_t *full,
+                                          uint64_t *empty, int k_tiles, int it)
+{
+    using S = sm90_shape<Cfg>;
+    sm90_loader<Cfg, 128> ld;
+    ld.init(a, t, nb, tid, arow_table);
+    fill_out_rows<Cfg>(a, t, rows, tid, 128);
+    if (rows_filled)
+        mbar_arrive(rows_filled);
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
+    for (int kt = 0; kt < k_tiles; kt++, it++) {
+        const int stage = it % Cfg::STAGES;
+        if (it >= Cfg::STAGES)
+            mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
+        ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt);
+        mbar_arrive_cp_async(&full[stage]);
+    }
+}
+
+/* A computing warpgroup's MMAs over one output tile's K tiles ("ws",
+ * "persist"; `it` as in copy_tile). A stage goes back to the copiers once
+ * its MMAs are done: at once in the block modes, which wait for them to
+ * fold the sums, else one K tile later (one MMA group stays in flight),
+ * the last one after the final wait. */
+template <class Cfg, class AccT, class FAccT>
+__device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
+                                             block_scales<Cfg> &bs, const unsigned char *sA,
+                                             const unsigned char *sB, uint64_t *full, uint64_t *empty,
+                                             int wg, int k_tiles, int it)
+{
+    using S = sm90_shape<Cfg>;
+    for (int kt = 0; kt < k_tiles; kt++, it++) {
+        const int stage = it % Cfg::STAGES;
+        mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
+        fence_proxy_async();
+        mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+        if constexpr (S::BLOCK) {
+            wgmma_wait<0>();
+            mbar_arrive(&empty[stage]);
+            bs.fold(a, kt, acc, facc);
+        } else {
+            wgmma_wait<1>();
+            if (kt > 0)
+                mbar_arrive(&empty[(it - 1) % Cfg::STAGES]);
+        }
+    }
+    wgmma_wait<0>();
+    if constexpr (!S::BLOCK)
+        if (k_tiles > 0)
+            mbar_arrive(&empty[(it - 1) % Cfg::STAGES]);
+}
+
 /* PIPE 0 ("sync"): every thread copies and computes; a CTA barrier per
  * tile; the copy of tile kt + STAGES - 2 is issued while the MMAs of tile
  * kt run, and one MMA group stays in flight across the barrier (a buffer is
@@ -175,50 +247,66 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
  * tile's sums while the next tile's MMAs run into a second accumulator set
  * was tried (FOLD=pingpong, 2 December 2026) and removed: ptxas serializes
  * every wgmma of such a loop (C7514, non-wgmma instructions reading
- * accumulator registers within a pipeline stage), and it ran 40 % slower. */
+ * accumulator registers within a pipeline stage), and it ran 40 % slower.
+ * PIPE 2 ("persist"): "ws" in a grid of at most one CTA per SM (the
+ * runtime caps it) whose CTAs take output tiles blockIdx.x, + gridDim.x,
+ * ... in turn. The copiers run on into the next tile while the computing
+ * warpgroups write the last one out (its fp32 tile has buffers of its own):
+ * a tile's pipeline fill and epilogue no longer leave the tensor cores
+ * idle. The output-row tables alternate between two sets: `rows_filled`
+ * (the copiers filled a set) and `rows_free` (the computing threads wrote
+ * its tile out) hand them over. */
 template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
 {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
     using Acc = typename Q::Acc;
-    constexpr bool WS = Cfg::PIPE == 1;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
     unsigned char *sA = smem;
     unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
-    uint64_t *full = reinterpret_cast<uint64_t *>(smem + (S::PIPE_BYTES > S::EPI_BYTES ? S::PIPE_BYTES : S::EPI_BYTES));
+    float *sC = reinterpret_cast<float *>(smem + S::EPI_AT);
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + S::BAR_AT);
     uint64_t *empty = full + Cfg::STAGES;
-    /* Per tile row: its A offset (the loaders), its output row and router
-     * weight (the epilogue), resolved once by the copying threads. */
-    int64_t *arow_table = reinterpret_cast<int64_t *>(empty + Cfg::STAGES);
-    const out_rows orows = {arow_table + Cfg::BM, reinterpret_cast<float *>(arow_table + 2 * Cfg::BM)};
+    uint64_t *rows_filled = empty + Cfg::STAGES, *rows_free = rows_filled + 2;   /* "persist" */
+    /* Per tile row: its A offset (the copiers), and in each set its output
+     * row and router weight (the epilogue), resolved by the copying threads. */
+    int64_t *arow_table = reinterpret_cast<int64_t *>(full + S::NBARS);
+    auto rows_of = [&](int set) {
+        return out_rows{arow_table + Cfg::BM * (1 + set),
+                        reinterpret_cast<float *>(arow_table + Cfg::BM * (1 + S::ROW_SETS)) + Cfg::BM * set};
+    };
 
     const int tid = threadIdx.x, lane = tid & 31;
     pdl_enter();   /* large-M kernel: nothing worth doing before the inputs */
-    tile_rows t;
-    int nb;
-    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
-        return;
 
-    /* Computing threads: in "ws" every warpgroup but the first. */
-    const int ctid = WS ? tid - 128 : tid;
+    /* Computing threads: every thread in "sync", else every warpgroup but
+     * the first. */
+    const int ctid = Cfg::PIPE == 0 ? tid : tid - 128;
     const int warp = ctid >> 5, wg = warp / 4;
     Acc acc[1][S::NT][4];
     float facc[1][S::BLOCK ? S::NT : 1][4];
+    auto clear = [&]() {
 #pragma unroll
-    for (int j = 0; j < S::NT; j++)
+        for (int j = 0; j < S::NT; j++)
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
-            acc[0][j][q] = 0;
-            if constexpr (S::BLOCK)
-                facc[0][j][q] = 0.f;
-        }
+            for (int q = 0; q < 4; q++) {
+                acc[0][j][q] = 0;
+                if constexpr (S::BLOCK)
+                    facc[0][j][q] = 0.f;
+            }
+    };
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
 
-    if constexpr (!WS) {
+    if constexpr (Cfg::PIPE == 0) {
+        tile_rows t;
+        int nb;
+        if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+            return;
+        clear();
         sm90_loader<Cfg, S::CONSUMERS> ld;
         ld.init(a, t, nb, tid, arow_table);
-        fill_out_rows<Cfg>(a, t, orows, tid, S::CONSUMERS);
+        fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
         __syncthreads();
         block_scales<Cfg> bs;
         if constexpr (S::BLOCK)
@@ -250,8 +338,12 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         wgmma_wait<0>();
         cp_async_wait<0>();
         __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
-        store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem, orows);
-    } else {
+        store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem, rows_of(0));
+    } else if constexpr (!S::PERSIST) {
+        tile_rows t;
+        int nb;
+        if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+            return;
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
                 mbar_init(&full[s], 128);
@@ -262,49 +354,85 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         if (tid < 128) {
             if constexpr (S::CONSUMERS > 128)
                 regs_shrink<72>();
-            sm90_loader<Cfg, 128> ld;
-            ld.init(a, t, nb, tid, arow_table);
-            fill_out_rows<Cfg>(a, t, orows, tid, 128);   /* read after the last CTA barrier */
-            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
-            for (int kt = 0; kt < k_tiles; kt++) {
-                const int stage = kt % Cfg::STAGES;
-                if (kt >= Cfg::STAGES)
-                    mbar_wait(&empty[stage], (kt / Cfg::STAGES - 1) & 1);
-                ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt);
-                mbar_arrive_cp_async(&full[stage]);
-            }
+            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, k_tiles, 0);
             cp_async_wait<0>();
         } else {
             if constexpr (S::CONSUMERS > 128)
                 regs_grow<216>();
+            clear();
             block_scales<Cfg> bs;
             if constexpr (S::BLOCK)
                 bs.init(a, t, nb, warp, 0, lane);
-            for (int kt = 0; kt < k_tiles; kt++) {
-                const int stage = kt % Cfg::STAGES;
-                mbar_wait(&full[stage], (kt / Cfg::STAGES) & 1);
-                fence_proxy_async();
-                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-                if constexpr (S::BLOCK) {
-                    wgmma_wait<0>();
-                    mbar_arrive(&empty[stage]);
-                    bs.fold(a, kt, acc, facc);
-                } else {
-                    wgmma_wait<1>();
-                    if (kt > 0)
-                        mbar_arrive(&empty[(kt - 1) % Cfg::STAGES]);
-                }
-            }
-            wgmma_wait<0>();
+            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, 0);
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
              * (Every copy has landed: each stage's full barrier was waited
              * on before its MMAs.) */
             asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
-            stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, reinterpret_cast<float *>(smem));
+            stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, sC);
         }
         __syncthreads();   /* staged: every thread helps write */
-        write_tile<Cfg>(a, t, nb, reinterpret_cast<const float *>(smem), tid, S::CONSUMERS + 128, orows);
+        write_tile<Cfg>(a, t, nb, sC, tid, S::CONSUMERS + 128, rows_of(0));
+    } else {
+        const int ntiles = num_tiles<Cfg>(a);
+        if (tid == 0) {
+            for (int s = 0; s < Cfg::STAGES; s++) {
+                mbar_init(&full[s], 128);
+                mbar_init(&empty[s], S::CONSUMERS);
+            }
+            for (int set = 0; set < 2; set++) {
+                mbar_init(&rows_filled[set], 128);
+                mbar_init(&rows_free[set], S::CONSUMERS);
+            }
+        }
+        __syncthreads();
+        int it = 0, n = 0;   /* K tiles and output tiles this CTA has done */
+        if (tid < 128) {
+            if constexpr (S::CONSUMERS > 128)
+                regs_shrink<72>();
+            for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                tile_rows t;
+                int nb;
+                if (!tile_of<Cfg>(a, tile, &t, &nb))
+                    continue;
+                const int set = n & 1;
+                if (n >= 2)   /* the tile two back, written out from this set */
+                    mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
+                /* Every copier has issued the last tile's copies: the A row
+                 * table may change. */
+                asm volatile("bar.sync 1, 128;\n" ::: "memory");
+                copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full,
+                               empty, k_tiles, it);
+                it += k_tiles;
+                n++;
+            }
+            cp_async_wait<0>();
+        } else {
+            if constexpr (S::CONSUMERS > 128)
+                regs_grow<216>();
+            for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                tile_rows t;
+                int nb;
+                if (!tile_of<Cfg>(a, tile, &t, &nb))
+                    continue;
+                const int set = n & 1;
+                clear();
+                block_scales<Cfg> bs;
+                if constexpr (S::BLOCK)
+                    bs.init(a, t, nb, warp, 0, lane);
+                compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                it += k_tiles;
+                mbar_wait(&rows_filled[set], (n >> 1) & 1);
+                /* Every computing thread has written the last tile out: the
+                 * fp32 tile is free. */
+                asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
+                stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, sC);
+                asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
+                write_tile<Cfg>(a, t, nb, sC, ctid, S::CONSUMERS, rows_of(set));
+                mbar_arrive(&rows_free[set]);
+                n++;
+            }
+        }
     }
 }
 

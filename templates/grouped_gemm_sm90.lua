@@ -6,8 +6,11 @@
 -- in shared memory in the 128-byte swizzled layout the MMA reads, by cp.async
 -- row copies (the standard format's gathered token rows need them), STAGES
 -- deep, one MMA group in flight. PIPE: "sync" (every thread copies and
--- computes, a CTA barrier per K tile) or "ws" (a copying warpgroup and
--- computing warpgroups handing stages over on mbarriers). Device code:
+-- computes, a CTA barrier per K tile), "ws" (a copying warpgroup and
+-- computing warpgroups handing stages over on mbarriers) or "persist" ("ws"
+-- in a grid of one CTA per SM that walks the output tiles, the copies of the
+-- next tile overlapping the epilogue of the last; the runtime caps the grid
+-- of a variant with this value, runtime/moe_launch.c). Device code:
 -- grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...) accumulator
 -- operands is written here, per tile width and operand type.
 
@@ -22,18 +25,24 @@ local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", 
 local function eight_bit(quant) return QUANT[quant] >= 1 end
 local function block_scaled(quant) return quant == "fp8-block" or quant == "int8-block" end
 
-local PIPE = { sync = 0, ws = 1 }
+local PIPE = { sync = 0, ws = 1, persist = 2 }
 
 local function shape(p)
   local s = {}
-  -- 4 warps per 64 rows compute; "ws" adds a copying warpgroup.
-  s.threads = p.BLOCK_M * 2 + (p.PIPE == "ws" and 128 or 0)
+  -- 4 warps per 64 rows compute; "ws" and "persist" add a copying warpgroup.
+  s.threads = p.BLOCK_M * 2 + (p.PIPE ~= "sync" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
   local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
   -- + alignment of the swizzled tiles + two mbarriers per stage + the row
-  -- tables (A offset, output row, router weight: 20 bytes a row)
-  s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 20 * p.BLOCK_M
+  -- tables (A offset, output row, router weight: 20 bytes a row). "persist"
+  -- gives the epilogue tile buffers of its own, and has two sets of output
+  -- rows with two mbarriers each.
+  if p.PIPE == "persist" then
+    s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
+  else
+    s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 20 * p.BLOCK_M
+  end
   -- fp32 (or int32) accumulators per thread; block modes keep a second set
   -- (the scaled sum).
   s.acc = p.BLOCK_N // 2 * (block_scaled(p.quant) and 2 or 1)
@@ -88,7 +97,8 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "sync" },
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 6, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
-      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" } }) do
+      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait" }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
@@ -97,7 +107,7 @@ end
 
 return {
   family = "grouped_gemm_sm90",
-  version = 4,
+  version = 5,
   doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -109,7 +119,7 @@ return {
     { name = "BLOCK_K",  abbrev = "k", values = { 64, 128 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
     { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6 } },
-    { name = "PIPE",     abbrev = "p", values = { "sync", "ws" } },
+    { name = "PIPE",     abbrev = "p", values = { "sync", "ws", "persist" } },
     -- Block modes fold a K tile's sums (scaled) once its MMAs are done.
     -- "pingpong" (the next tile's MMAs into a second accumulator set
     -- meanwhile) was removed in version 4: ptxas serialized its warpgroup
