@@ -17,7 +17,7 @@
  * aligned).
  *
  * Copies are cp.async (gathered token rows in the standard format, an
- * expert's weight rows) into STAGES buffers; two pipelines, Cfg::PIPE, are
+ * expert's weight rows) into STAGES buffers; three pipelines, Cfg::PIPE, are
  * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
