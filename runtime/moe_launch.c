@@ -16,13 +16,15 @@ static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
 
 const char *mt_step_name(mt_step s) { return (unsigned)s < MT_STEP_ALL ? step_names[s] : "?"; }
 
-/* Programmatic dependent launch exists from sm_90 on ("sm_90a",
- * "compute_90"): images for older targets are never launched that way, and
- * are not asked for the mark (mt_device.cuh defines it only from sm_90). */
-static int arch_has_pdl(const char *arch)
+/* The SM number of an arch name ("sm_90a" -> 90, "compute_90" -> 90), 0 if
+ * unknown. */
+static int arch_sm(const char *arch)
 {
-    const char *digits = strchr(arch, '_');
-    return digits && atoi(digits + 1) >= 90;
+    const char *digits = !arch ? NULL
+                         : !strncmp(arch, "sm_", 3) ? arch + 3
+                         : !strncmp(arch, "compute_", 8) ? arch + 8
+                                                         : NULL;
+    return digits ? atoi(digits) : 0;
 }
 
 mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, char *msg,
@@ -33,11 +35,14 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     k->v = *v;
     MT_CU_TRY(mt_cu.cuModuleLoadData(&k->module, image), msg, msg_size);
     MT_CU_TRY(mt_cu.cuModuleGetFunction(&k->fn, k->module, v->name), msg, msg_size);
-    /* Every family of ours carries the mark; the lookup fails (and a
-     * sanitizer reports the failed call) only for an image from elsewhere. */
+    /* Programmatic dependent launch exists from sm_90 on: images for older
+     * targets are never launched that way and are not asked for the mark
+     * (mt_device.cuh defines it only from sm_90). Every family of ours
+     * carries it; the lookup fails (and a sanitizer reports the failed
+     * call) only for an image from elsewhere. */
     CUdeviceptr mark;
     size_t mark_size;
-    k->pdl = arch_has_pdl(v->arch) &&
+    k->pdl = arch_sm(v->arch) >= 90 &&
              mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
     const char *pipe = mt_variant_get(v, "PIPE");
     if (pipe && !strcmp(pipe, "persist")) {
@@ -99,17 +104,6 @@ static const char *quant_gran(mt_quant_mode q)
     case MT_GRAN_TOKEN: return "token";
     default: return "block";
     }
-}
-
-/* The SM number of an arch name ("sm_90a" -> 90, "compute_90" -> 90), 0 if
- * unknown. */
-static int arch_sm(const char *arch)
-{
-    const char *digits = !arch ? NULL
-                         : !strncmp(arch, "sm_", 3) ? arch + 3
-                         : !strncmp(arch, "compute_", 8) ? arch + 8
-                                                         : NULL;
-    return digits ? atoi(digits) : 0;
 }
 
 mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *msg,
