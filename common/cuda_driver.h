@@ -74,8 +74,11 @@
     X(cuEventElapsedTime, "cuEventElapsedTime_v2")
 
 /* Entry points of newer drivers, NULL where the driver lacks them: callers
- * check (cuLaunchKernelEx, CUDA 12: programmatic dependent launch). */
-#define MT_CUDA_DRIVER_OPTIONAL(X) X(cuLaunchKernelEx, "cuLaunchKernelEx")
+ * check (CUDA 12: cuLaunchKernelEx for programmatic dependent launch,
+ * cuTensorMapEncodeTiled for the TMA descriptors of BLOAD=tma kernels). */
+#define MT_CUDA_DRIVER_OPTIONAL(X)                       \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx")              \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled")
 
 typedef struct mt_cuda_driver {
 #define MT_CU_FIELD(name, sym) __typeof__(name) *name;

@@ -38,7 +38,7 @@ void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm 
         out->kv[0] = "BLOCK_N";
         out->kv[1] = eight ? "128" : "256";
         out->kv[2] = "PIPE";
-        out->kv[3] = eight ? "sync" : "ws";
+        out->kv[3] = "ws";   /* its default tiles load weights by TMA */
         out->nkv = 2;
     }
 }

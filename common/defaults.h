@@ -21,9 +21,10 @@ int64_t mt_default_block_m(const mt_problem *p);
 /* The default GEMM tile for p on arch ("sm_90a", "sm_80", ...): a family,
  * BLOCK_M and, where the family's default set has several tiles of that
  * BLOCK_M, the parameter values that single one out. On sm_90a, tiles of
- * 128 rows run on warpgroup MMA (grouped_gemm_sm90): 128x256 warp-
- * specialized for 16-bit operands, 128x128 "sync" for 8-bit ones (measured
- * on the H200, docs/PERFORMANCE.md); everything else is grouped_gemm. */
+ * 128 rows run on warpgroup MMA (grouped_gemm_sm90), warp-specialized
+ * with TMA weight loads: 128x256 for 16-bit operands, 128x128 for 8-bit
+ * ones (measured on the H200, docs/PERFORMANCE.md); everything else is
+ * grouped_gemm. */
 typedef struct mt_default_gemm {
     const char *family;
     char block_m[8];

@@ -431,6 +431,57 @@ fail:
     return st;
 }
 
+/* A BLOAD=tma kernel reads its weight tiles through a TMA descriptor in the
+ * argument (templates/moe_args.h b_map): encode it for this launch's B. A
+ * box is one 128-byte line of K by the tile's weight rows (half of them per
+ * part for a fused activation, whose gate and up rows are parts 0 and 1),
+ * in the 128-byte swizzle the warpgroup MMA reads; rows and K past the ends
+ * read as zeros. Other kernels: nothing to do. */
+static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_problem *p,
+                                   mt_gemm_args *g, char *msg, size_t msg_size)
+{
+    const char *bload = mt_variant_get(&k->v, "BLOAD");
+    if (!bload || strcmp(bload, "tma"))
+        return MT_OK;
+    if (!mt_cu.cuTensorMapEncodeTiled)
+        return mt_errf(msg, msg_size, MT_ERR_NO_DRIVER,
+                       "%s kernel %s loads its weights by TMA, and this CUDA driver lacks "
+                       "cuTensorMapEncodeTiled (CUDA 12 or newer needed)",
+                       mt_step_name(step), k->v.name);
+    const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
+    if (!w8a8 && p->quant.mode != MT_QUANT_NONE)
+        return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
+                       "%s kernel %s: TMA weight loads exist for 16-bit and w8a8 weights only",
+                       mt_step_name(step), k->v.name);
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    const int fused = epi && strcmp(epi, "store") != 0;
+    const uint64_t es = w8a8 ? 1 : mt_dtype_size(p->dtype);
+    const uint64_t rows = (uint64_t)(fused ? g->n_half : g->N);
+    const uint64_t row_bytes = (uint64_t)g->ldb * es;
+    const cuuint64_t dims[4] = {(cuuint64_t)g->K, rows, fused ? 2 : 1, (cuuint64_t)p->local_E};
+    const cuuint64_t strides[3] = {row_bytes, rows * row_bytes, (cuuint64_t)g->b_expert_stride * es};
+    const int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 0);
+    const cuuint32_t box[4] = {(cuuint32_t)(128 / es), (cuuint32_t)(fused ? bn / 2 : bn), 1, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    CUtensorMap map;
+    _Static_assert(sizeof map == sizeof g->b_map, "b_map holds a CUtensorMap");
+    CUresult r = mt_cu.cuTensorMapEncodeTiled(
+        &map, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 4,
+        (void *)(uintptr_t)g->B, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        char err[128];
+        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
+                       "%s kernel %s: the weights cannot be read by TMA (%s): the %s pointer %p "
+                       "must be 16-byte aligned and its rows of %llu bytes a multiple of 16",
+                       mt_step_name(step), k->v.name, mt_cuda_error_text(r, err, sizeof err),
+                       step == MT_STEP_GEMM1 ? "w1" : "w2", g->B, (unsigned long long)row_bytes);
+    }
+    memcpy(g->b_map, &map, sizeof map);
+    return MT_OK;
+}
+
 /* Grid for an elementwise kernel over `items` 8-element chunks. */
 static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
 {
@@ -598,8 +649,9 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
     g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
-        (st = launch(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, msg,
-                     msg_size)))
+        ((st = encode_weight_map(&plan->step[MT_STEP_GEMM1], MT_STEP_GEMM1, p, &g1, msg, msg_size)) ||
+         (st = launch(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, msg,
+                      msg_size))))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -645,8 +697,9 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.tile_count = (int32_t *)(base + L.count2);
     g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
-        (st = launch(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, &g2, msg,
-                     msg_size)))
+        ((st = encode_weight_map(&plan->step[MT_STEP_GEMM2], MT_STEP_GEMM2, p, &g2, msg, msg_size)) ||
+         (st = launch(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, &g2, msg,
+                      msg_size))))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,

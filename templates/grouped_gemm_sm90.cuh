@@ -17,11 +17,12 @@
  * aligned).
  *
  * Copies are cp.async (gathered token rows in the standard format, an
- * expert's weight rows) into STAGES buffers; three pipelines, Cfg::PIPE, are
+ * expert's weight rows, or those by TMA) into STAGES buffers; three pipelines, Cfg::PIPE, are
  * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
- * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE and the
+ * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE, BLOAD (0:
+ * weights by cp.async, 1: by TMA, "ws" and "persist" only) and the
  * generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
@@ -35,6 +36,27 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/* The tensor memory accelerator (BLOAD=tma): one thread adds the bytes a
+ * stage's bulk copies will bring to the stage's `full` barrier, then issues
+ * them; the phase completes once those bytes and the expected arrivals
+ * have come. The descriptor is the kernel argument's b_map (the kernel
+ * parameter is __grid_constant__, so its address is a generic address of
+ * the parameter). Coordinates: element along K, row, part, expert. */
+__device__ __forceinline__ void mbar_expect_bytes(uint64_t *bar, int bytes)
+{
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(void *dst, const void *map, uint64_t *bar, int k, int row, int part,
+                                            int expert)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(part), "r"(expert),
+                 "r"(smem_addr(bar))
+                 : "memory");
+}
+
 /* cp.async writes are generic-proxy writes; the MMA reads through the async
  * proxy. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -93,6 +115,7 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int ROW_SETS = PERSIST ? 2 : 1;
     static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
     static_assert(Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0, "tile does not split into warpgroups");
+    static_assert(Cfg::BLOAD == 0 || Cfg::PIPE != 0, "TMA weight loads need a copying warpgroup");
 };
 
 /* The cp.async copies of one pipeline stage done by LOADERS threads (thread
@@ -101,16 +124,22 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * The A row of each tile row (gathered token rows in the standard format,
  * the expert's rows in the batched one) is resolved once into a table in
  * shared memory (byte offset, -1: no row), so that copying threads keep few
- * registers; weight rows are computed as they go. */
+ * registers; weight rows are computed as they go, or (BLOAD=tma) the first
+ * loader brings the stage's weight tile in with the tensor memory
+ * accelerator: one box of BN rows, or for the fused activation two of
+ * BN/2 (gate rows, up rows), zero-filled past the ends like the copies. */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
     static constexpr int STEP = LOADERS / 8;
     static constexpr int A_ITERS = Cfg::BM / STEP, B_ITERS = Cfg::BN / STEP;
     static_assert(STEP % 8 == 0 && Cfg::BM % STEP == 0 && Cfg::BN % STEP == 0, "uneven copy split");
+    static constexpr bool TMA = Cfg::BLOAD == 1;
+    static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
     const unsigned char *A, *B;
     const int64_t *arow;   /* shared: BM byte offsets into A */
-    int cc, r0, dst, nb;
+    int cc, r0, dst, nb, expert;
+    bool lead;             /* issues the TMA copies */
 
     /* Fills the row table: the caller makes the loaders wait for each other
      * before the first load. */
@@ -121,6 +150,8 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         r0 = id >> 3;
         dst = r0 * S::ROW + ((cc ^ (r0 & 7)) * 16);
         nb = nb_;
+        expert = t.expert;
+        lead = id == 0;
         A = static_cast<const unsigned char *>(a.A);
         B = static_cast<const unsigned char *>(a.B) + (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
         for (int r = id; r < Cfg::BM; r += LOADERS) {
@@ -135,9 +166,17 @@ template <class Cfg, int LOADERS> struct sm90_loader {
      * wholly inside or outside [0, K). Missing rows and K past the end are
      * zero-filled. */
     __device__ __forceinline__ void load(const mt_gemm_args &a, unsigned char *sA, unsigned char *sB,
-                                         int kt) const
+                                         int kt, uint64_t *full = nullptr) const
     {
         const int k0 = kt * Cfg::BK;
+        if constexpr (TMA) {
+            if (lead) {
+                mbar_expect_bytes(full, S::B_STAGE);
+#pragma unroll
+                for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
+                    tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, k0, nb * BOX_ROWS, part, expert);
+            }
+        }
         const bool k_ok = k0 + cc * S::EPC < a.K;
         const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
 #pragma unroll
@@ -147,7 +186,7 @@ template <class Cfg, int LOADERS> struct sm90_loader {
             cp_async16(sA + dst + i * STEP * S::ROW, ok ? A + off + kbytes : A, ok ? 16 : 0);
         }
 #pragma unroll
-        for (int i = 0; i < B_ITERS; i++) {
+        for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
             int n;
             const bool ok = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) && k_ok;
             cp_async16(sB + dst + i * STEP * S::ROW, ok ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 + kbytes : A,
@@ -193,7 +232,7 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
-        ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt);
+        ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt, &full[stage]);
         mbar_arrive_cp_async(&full[stage]);
     }
 }

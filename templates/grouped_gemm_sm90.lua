@@ -4,8 +4,9 @@
 -- grouped_gemm, so the tuner and the runtime treat both families alike (see
 -- mt_gemm_families). One warpgroup per 64 rows of the tile; operands staged
 -- in shared memory in the 128-byte swizzled layout the MMA reads, by cp.async
--- row copies (the standard format's gathered token rows need them), STAGES
--- deep, one MMA group in flight. PIPE: "sync" (every thread copies and
+-- row copies (the standard format's gathered token rows need them; the
+-- weight tiles too, or with BLOAD=tma by the tensor memory accelerator from
+-- a descriptor the launcher encodes), STAGES deep, one MMA group in flight. PIPE: "sync" (every thread copies and
 -- computes, a CTA barrier per K tile), "ws" (a copying warpgroup and
 -- computing warpgroups handing stages over on mbarriers) or "persist" ("ws"
 -- in a grid of one CTA per SM that walks the output tiles, the copies of the
@@ -26,6 +27,7 @@ local function eight_bit(quant) return QUANT[quant] >= 1 end
 local function block_scaled(quant) return quant == "fp8-block" or quant == "int8-block" end
 
 local PIPE = { sync = 0, ws = 1, persist = 2 }
+local BLOAD = { cp = 0, tma = 1 }
 
 local function shape(p)
   local s = {}
@@ -99,7 +101,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" } }) do
-    local d = { quant = q, BLOCK_K = bk, FOLD = "wait" }
+    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma" }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -107,7 +109,7 @@ end
 
 return {
   family = "grouped_gemm_sm90",
-  version = 5,
+  version = 6,
   doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -126,10 +128,17 @@ return {
     -- MMAs (grouped_gemm_sm90.cuh). The one value stays in the names, so
     -- that the kernels of tuned databases keep theirs.
     { name = "FOLD",     abbrev = "f", values = { "wait" } },
+    -- How the weight tiles come in: cp.async row copies by the copying
+    -- threads, or TMA bulk copies (one thread, completing on the stage's
+    -- mbarrier). Version 6.
+    { name = "BLOAD",    abbrev = "b", values = { "cp", "tma" } },
   },
   default_set = defaults,
   valid = function(p, target)
     if target.arch ~= "sm_90a" then return false, "needs sm_90a" end
+    if p.BLOAD == "tma" and p.PIPE == "sync" then
+      return false, "TMA weight loads need a copying warpgroup (PIPE ws or persist)"
+    end
     local s = shape(p)
     -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit values.
     if s.row_bytes ~= 128 then return false, "BLOCK_K is not one 128-byte swizzle row" end
@@ -151,16 +160,16 @@ struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
-    static constexpr int PIPE = ${PIPE};
+    static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD};
     static constexpr int WARPS_M = ${BM} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
-extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const mt_gemm_args args)
+extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ mt_gemm_args args)
 {
     mt::grouped_gemm_sm90<${NAME}_cfg>(args);
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
-      STAGES = p.STAGES, PIPE = PIPE[p.PIPE], THREADS = s.threads, MMA = mma_wrapper(p) })
+      STAGES = p.STAGES, PIPE = PIPE[p.PIPE], BLOAD = BLOAD[p.BLOAD], THREADS = s.threads, MMA = mma_wrapper(p) })
   end,
 }

@@ -19,6 +19,12 @@ typedef signed char int8_t;
 #include <stdint.h>
 #endif
 
+#ifdef __cplusplus
+#define MT_ALIGNAS(n) alignas(n)
+#else
+#define MT_ALIGNAS(n) _Alignas(n)
+#endif
+
 /* moe_align: route the M*topk slots (slot = token*topk + j) to experts.
  * Writes, per local expert, its slots padded to a multiple of block_m:
  * sorted_ids[i] is a slot or `num_slots` (padding); block_expert[b] is the
@@ -95,6 +101,13 @@ typedef struct mt_gemm_args {
      * with the routing already final: the mma.sync kernel fetches its tile
      * and first weight stages before waiting (mt_device.cuh). 0: wait first. */
     int32_t pdl_early;
+    /* grouped_gemm_sm90 with BLOAD=tma: the tensor-memory-accelerator
+     * descriptor of B (a CUtensorMap, encoded by the launcher per launch:
+     * runtime/moe_launch.c), a 4-D view (K, rows, parts, expert) with parts
+     * 2 for a fused-activation GEMM1 (gate rows, then up rows) and 1
+     * otherwise. Last, so that kernels built before it read the same
+     * prefix. Other kernels ignore it. */
+    MT_ALIGNAS(64) uint64_t b_map[16];
 } mt_gemm_args;
 
 /* act_quant: quantize rows of activations to fp8 e4m3 / int8 with dynamic

@@ -280,11 +280,12 @@ static void test_default_tile_rule(void **state)
         assert_non_null(strstr(src, "extern \"C\" __global__"));
         free(src);
     }
-    /* 128-row tiles run on warpgroup MMA on sm_90a only: 128x256 "ws" for
-     * 16-bit operands, 128x128 "sync" for 8-bit ones; never weight-only. */
+    /* 128-row tiles run on warpgroup MMA on sm_90a only, warp-specialized
+     * with TMA weight loads: 128x256 for 16-bit operands, 128x128 for 8-bit
+     * ones; never weight-only. */
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "grouped_gemm_sm90_fp16_"));
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_n256_"));
-    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "_pws"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "_pws_fwait_btma"));
     assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_80", &pl, msg, sizeof msg), MT_OK);
     assert_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "sm90"));
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m128_"));
@@ -294,7 +295,7 @@ static void test_default_tile_rule(void **state)
     assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_90a", &pl, msg, sizeof msg), MT_OK);
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "grouped_gemm_sm90_fp16_fp8xblock_"));
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_n128_"));
-    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "_psync"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "_pws_fwait_btma"));
     p.quant.mode = MT_QUANT_W4A16;
     p.quant.group_size = 128;
     assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_90a", &pl, msg, sizeof msg), MT_OK);
