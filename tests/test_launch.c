@@ -1,0 +1,273 @@
+/*
+ * mt_moe_run's host side against a fake driver table (no GPU): the launch
+ * sequence of a default pipeline and the TMA descriptors of BLOAD=tma
+ * kernels (templates/moe_args.h b_map), encoded per launch with the
+ * weights' view (K x rows x parts x experts), and the clear error when the
+ * driver lacks the encoder. The kernels themselves are proved on the GPU
+ * (tests/gpu); here every driver call is recorded instead of made.
+ */
+#include "tests/support.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/cuda_driver.h"
+#include "runtime/moe_launch.h"
+#include "runtime/rt_internal.h"
+#include "templates/moe_args.h"
+
+/* ---- the fake driver ---- */
+
+typedef struct encode_call {
+    CUtensorMapDataType type;
+    cuuint32_t rank;
+    void *base;
+    cuuint64_t dims[5], strides[4];
+    cuuint32_t box[5];
+    CUtensorMapSwizzle swizzle;
+    CUtensorMapFloatOOBfill fill;
+} encode_call;
+
+static struct {
+    const mt_moe_plan *plan;
+    int launches;
+    mt_step launched[16];
+    int encodes;
+    encode_call enc[4];
+    mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
+} fake;
+
+static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                            void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)s, (void)extra;
+    for (int st = 0; st < MT_STEP_ALL; st++)
+        if (fake.plan->step[st].fn == f) {
+            if (fake.launches < 16)
+                fake.launched[fake.launches] = (mt_step)st;
+            if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
+                memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
+        }
+    fake.launches++;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
+{
+    (void)p, (void)v, (void)n, (void)s;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *base,
+                            const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                            const cuuint32_t *unit, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill)
+{
+    (void)unit, (void)il, (void)l2;
+    encode_call *c = &fake.enc[fake.encodes % 4];
+    memset(c, 0, sizeof *c);
+    c->type = type;
+    c->rank = rank;
+    c->base = base;
+    memcpy(c->dims, dims, rank * sizeof *dims);
+    memcpy(c->strides, strides, (rank - 1) * sizeof *strides);
+    memcpy(c->box, box, rank * sizeof *box);
+    c->swizzle = sw;
+    c->fill = fill;
+    /* A recognisable descriptor: the call's number in every byte. */
+    memset(map, 0xA0 + fake.encodes, sizeof *map);
+    fake.encodes++;
+    return CUDA_SUCCESS;
+}
+
+static void fake_driver(int with_encoder)
+{
+    memset(&mt_cu, 0, sizeof mt_cu);
+    mt_cu.cuLaunchKernel = fake_launch;
+    mt_cu.cuMemsetD32Async = fake_memset;
+    mt_cu.cuTensorMapEncodeTiled = with_encoder ? fake_encode : NULL;
+    /* cuLaunchKernelEx NULL: no dependent launches, every launch is plain. */
+}
+
+/* ---- a default pipeline for p at p->M, its kernels "loaded" ---- */
+
+static void default_plan(const mt_problem *p, mt_moe_plan *plan)
+{
+    char msg[512];
+    mt_db_pipeline pl;
+    memset(plan, 0, sizeof *plan);
+    assert_int_equal(mt_rt_default_pipeline(p, p->M, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+    for (int i = 0; i < pl.nsteps; i++) {
+        mt_step s = MT_STEP_ALL;
+        for (int k = 0; k < MT_STEP_ALL; k++)
+            if (!strcmp(mt_step_name((mt_step)k), pl.steps[i].role))
+                s = (mt_step)k;
+        assert_true(s < MT_STEP_ALL);
+        char *src = NULL;
+        assert_int_equal(mt_rt_default_get(pl.steps[i].kernel, &plan->step[s].v, &src, msg, sizeof msg),
+                         MT_OK);
+        free(src);
+        plan->step[s].fn = (CUfunction)(uintptr_t)(0x1000 + 0x10 * s);   /* never called */
+    }
+    fake.plan = plan;
+}
+
+/* Device "pointers": distinct, 256-byte aligned, never dereferenced. */
+static mt_moe_tensors fake_tensors(void)
+{
+    uintptr_t a = 0x10000000;
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    t.hidden = (void *)(a += 0x1000000);
+    t.w1 = (void *)(a += 0x1000000);
+    t.w2 = (void *)(a += 0x1000000);
+    t.out = (void *)(a += 0x1000000);
+    t.topk_ids = (void *)(a += 0x1000000);
+    t.topk_weights = (void *)(a += 0x1000000);
+    t.w1_scale = (void *)(a += 0x1000000);
+    t.w2_scale = (void *)(a += 0x1000000);
+    return t;
+}
+
+static mt_status run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                     char *msg, size_t msg_size)
+{
+    fake.launches = fake.encodes = 0;
+    memset(fake.gemm, 0, sizeof fake.gemm);
+    const size_t ws = mt_moe_workspace_size(plan, p);
+    return mt_moe_run(plan, p, t, (CUdeviceptr)0x80000000u, ws, NULL, msg, msg_size);
+}
+
+static void expect_map(const encode_call *c, const void *base, cuuint32_t type, cuuint64_t k,
+                       cuuint64_t rows, cuuint64_t parts, cuuint64_t experts, cuuint64_t es,
+                       cuuint64_t expert_stride_elems, cuuint32_t box_rows)
+{
+    assert_int_equal(c->rank, 4);
+    assert_ptr_equal(c->base, base);
+    assert_int_equal(c->type, type);
+    assert_int_equal(c->dims[0], k);
+    assert_int_equal(c->dims[1], rows);
+    assert_int_equal(c->dims[2], parts);
+    assert_int_equal(c->dims[3], experts);
+    assert_int_equal(c->strides[0], k * es);             /* a weight row */
+    assert_int_equal(c->strides[1], rows * k * es);      /* gate rows -> up rows */
+    assert_int_equal(c->strides[2], expert_stride_elems * es);
+    assert_int_equal(c->box[0] * es, 128);               /* one 128-byte line of K */
+    assert_int_equal(c->box[1], box_rows);
+    assert_int_equal(c->box[2], 1);
+    assert_int_equal(c->box[3], 1);
+    assert_int_equal(c->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    assert_int_equal(c->fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* bf16 at 128-row tiles: 128x256 "ws" tiles with TMA, GEMM1 fusing silu. */
+static void test_bf16_weight_maps(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 4096, 8, 2, 512, 384);   /* 1024 rows per expert */
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    const mt_variant *g1 = &plan.step[MT_STEP_GEMM1].v, *g2 = &plan.step[MT_STEP_GEMM2].v;
+    assert_string_equal(mt_variant_get(g1, "BLOAD"), "tma");
+    assert_string_equal(mt_variant_get(g1, "epilogue"), "silu");
+    assert_string_equal(mt_variant_get(g2, "BLOAD"), "tma");
+    const int64_t bn1 = mt_variant_int(g1, "BLOCK_N", 0), bn2 = mt_variant_int(g2, "BLOCK_N", 0);
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.encodes, 2);
+    /* w1 [E, 2N, K]: parts 0 (gate) and 1 (up) of N rows, half a tile each. */
+    expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT16, 512, 384, 2, 8, 2,
+               2 * 384 * 512, (cuuint32_t)bn1 / 2);
+    /* w2 [E, K, N]: rows are the K output columns, one part. */
+    expect_map(&fake.enc[1], t.w2, CU_TENSOR_MAP_DATA_TYPE_UINT16, 384, 512, 1, 8, 2, 512 * 384,
+               (cuuint32_t)bn2);
+    /* Each GEMM was launched with its own descriptor. */
+    unsigned char want[128];
+    memset(want, 0xA0, sizeof want);
+    assert_memory_equal(fake.gemm[0].b_map, want, sizeof want);
+    memset(want, 0xA1, sizeof want);
+    assert_memory_equal(fake.gemm[1].b_map, want, sizeof want);
+    /* align (two launches for this many slots: count, then place), gemm1,
+     * gemm2, reduce; nothing else (the activation is fused). */
+    assert_int_equal(fake.launches, 5);
+    assert_int_equal(fake.launched[0], MT_STEP_ALIGN);
+    assert_int_equal(fake.launched[1], MT_STEP_ALIGN);
+    assert_int_equal(fake.launched[2], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[3], MT_STEP_GEMM2);
+    assert_int_equal(fake.launched[4], MT_STEP_REDUCE);
+}
+
+/* fp8 block-wise: 8-bit weights, a 128-element line of K. */
+static void test_fp8_weight_maps(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 4096, 8, 2, 512, 256);
+    p.quant.mode = MT_QUANT_FP8_BLOCK;
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    assert_string_equal(mt_variant_get(&plan.step[MT_STEP_GEMM1].v, "BLOAD"), "tma");
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    mt_status st = run(&plan, &p, &t, msg, sizeof msg);
+    assert_int_equal(st, MT_OK);
+    assert_int_equal(fake.encodes, 2);
+    const int64_t bn1 = mt_variant_int(&plan.step[MT_STEP_GEMM1].v, "BLOCK_N", 0);
+    const char *epi = mt_variant_get(&plan.step[MT_STEP_GEMM1].v, "epilogue");
+    const int fused = strcmp(epi, "store") != 0;
+    expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 512, fused ? 256 : 512,
+               fused ? 2 : 1, 8, 1, 2 * 256 * 512, (cuuint32_t)(fused ? bn1 / 2 : bn1));
+}
+
+/* A driver without cuTensorMapEncodeTiled: a clear error naming the step,
+ * the kernel and the missing entry point, and no GEMM launched. */
+static void test_no_encoder(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 4096, 8, 2, 512, 384);
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    fake_driver(0);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_ERR_NO_DRIVER);
+    assert_non_null(strstr(msg, "cuTensorMapEncodeTiled"));
+    assert_non_null(strstr(msg, "gemm1"));
+    assert_non_null(strstr(msg, plan.step[MT_STEP_GEMM1].v.name));
+    for (int i = 0; i < fake.launches && i < 16; i++)
+        assert_int_not_equal(fake.launched[i], MT_STEP_GEMM1);
+}
+
+/* Decode-sized batches run mma.sync tiles: no descriptor is encoded. */
+static void test_no_map_for_other_kernels(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 4, 8, 2, 512, 384);
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    assert_null(mt_variant_get(&plan.step[MT_STEP_GEMM1].v, "BLOAD"));
+    fake_driver(0);   /* and none is needed */
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.encodes, 0);
+    assert_true(fake.launches >= 4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_weight_maps),
+        cmocka_unit_test(test_fp8_weight_maps),
+        cmocka_unit_test(test_no_encoder),
+        cmocka_unit_test(test_no_map_for_other_kernels),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
