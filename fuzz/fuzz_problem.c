@@ -6,19 +6,82 @@
  * to six variant lines, one per pipeline step (the quant step last), parsed with
  * mt_variant_parse and placed in a plan with stand-in function handles (no
  * GPU). Then mt_problem_validate, mt_moe_plan_check, and for a problem and
- * plan that pass, mt_moe_workspace_size and the database key of the
- * problem (its text must parse back to the same key). May call: common,
- * runtime/moe_launch, moetune/db, fuzz_util.
+ * plan that pass, mt_moe_workspace_size, the database key of the problem
+ * (its text must parse back to the same key) and mt_moe_run itself against
+ * a driver table of stand-ins that check what a real driver would refuse
+ * (grid, block and shared-memory sizes; a TMA descriptor's dims, strides and
+ * box) instead of launching. May call: common, runtime/moe_launch,
+ * moetune/db, fuzz_util.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "common/cuda_driver.h"
 #include "fuzz/fuzz_util.h"
 #include "moetune/db.h"
 #include "moetune/problem.h"
 #include "runtime/moe_launch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* ---- stand-ins for the driver: what mt_moe_run enqueues must be what a
+ * real driver accepts ---- */
+
+static CUresult check_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                             void **extra)
+{
+    (void)s, (void)extra;
+    FUZZ_CHECK(f != NULL && params != NULL && params[0] != NULL);
+    FUZZ_CHECK(gx >= 1 && gx <= 0x7fffffffu && gy == 1 && gz == 1);
+    FUZZ_CHECK(bx >= 1 && bx <= 1024 && by == 1 && bz == 1);
+    FUZZ_CHECK(smem <= 227 * 1024);
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
+{
+    (void)v, (void)s;
+    FUZZ_CHECK(p != 0 && n > 0);
+    return CUDA_SUCCESS;
+}
+
+/* The driver's documented limits for a tiled descriptor; a map outside
+ * them is refused as a real driver would (the caller must report it). */
+static CUresult check_encode(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *base,
+                             const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
+                             const cuuint32_t *unit, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                             CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill fill)
+{
+    (void)type, (void)unit, (void)il, (void)l2, (void)fill;
+    FUZZ_CHECK(map != NULL && rank >= 1 && rank <= 5);
+    memset(map, 0, sizeof *map);
+    int ok = ((uintptr_t)base % 16) == 0;
+    for (cuuint32_t i = 0; i < rank; i++) {
+        ok &= dims[i] >= 1 && dims[i] <= (1ull << 32) && box[i] >= 1 && box[i] <= 256;
+        if (i + 1 < rank)
+            ok &= strides[i] % 16 == 0 && strides[i] < (1ull << 40);
+    }
+    ok &= sw != CU_TENSOR_MAP_SWIZZLE_128B || box[0] * (type == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2) <= 128;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult error_text(CUresult r, const char **out)
+{
+    (void)r;
+    *out = "stand-in error";
+    return CUDA_SUCCESS;
+}
+
+static void stand_in_driver(void)
+{
+    memset(&mt_cu, 0, sizeof mt_cu);
+    mt_cu.cuLaunchKernel = check_launch;
+    mt_cu.cuMemsetD32Async = check_memset;
+    mt_cu.cuTensorMapEncodeTiled = check_encode;
+    mt_cu.cuGetErrorName = error_text;
+    mt_cu.cuGetErrorString = error_text;
+}
 
 static int take_small(fuzz_in *in)
 {
@@ -109,6 +172,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (st == MT_OK) {
         size_t ws = mt_moe_workspace_size(&plan, &p);
         FUZZ_CHECK(ws > 0);
+        /* The run on stand-in device pointers (16-byte aligned, never
+         * dereferenced): it refuses or enqueues launches a driver accepts. */
+        stand_in_driver();
+        uintptr_t a = 0x100000;
+        mt_moe_tensors t;
+        memset(&t, 0, sizeof t);
+        t.hidden = (void *)(a += 0x100000);
+        t.w1 = (void *)(a += 0x100000);
+        t.w2 = (void *)(a += 0x100000);
+        t.out = (void *)(a += 0x100000);
+        t.topk_ids = (void *)(a += 0x100000);
+        t.topk_weights = (void *)(a += 0x100000);
+        t.expert_num_tokens = (void *)(a += 0x100000);
+        t.expert_map = (void *)(a += 0x100000);
+        t.w1_scale = t.w2_scale = (void *)(a += 0x100000);
+        t.w1_zero = t.w2_zero = (void *)(a += 0x100000);
+        t.a1_scale = t.a2_scale = (void *)(a += 0x100000);
+        msg[0] = 'x';
+        st = mt_moe_run(&plan, &p, &t, (CUdeviceptr)0x40000000u, ws, NULL, msg, sizeof msg);
+        FUZZ_CHECK(memchr(msg, 0, sizeof msg) != NULL);
+        FUZZ_CHECK(st == MT_OK || msg[0] != '\0');
     }
     return 0;
 }

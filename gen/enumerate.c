@@ -15,8 +15,8 @@ static const gen_target targets[] = {
     {"sm_80", 80, 166912, 65536, 1024, 0},
     {"sm_86", 86, 101376, 65536, 1024, 0},
     {"sm_89", 89, 101376, 65536, 1024, 0},
-    {"sm_90a", 90, 232448, 65536, 1024, 0},
-    {"compute_90", 90, 232448, 65536, 1024, 1},
+    {"sm_90a", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 0},
+    {"compute_90", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 1},
 };
 
 /* Beyond this many points a family needs filters: walking it would take

@@ -202,7 +202,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         const int64_t bm = mt_variant_int(&k->v, "BLOCK_M", 16), bn = mt_variant_int(&k->v, "BLOCK_N", 16);
         const int64_t sk = mt_variant_int(&k->v, "SPLIT_K", 1);
         if (bm < 1 || bm > 256 || bn < 1 || bn > 512 || sk < 1 || sk > 64 || k->v.threads < 1 ||
-            k->v.threads > 1024 || k->v.smem_bytes < 0)
+            k->v.threads > 1024 || k->v.smem_bytes < 0 || k->v.smem_bytes > MT_MAX_SMEM_PER_BLOCK)
             return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
                            "%s kernel %s has an impossible launch shape (BLOCK_M %lld, BLOCK_N "
                            "%lld, SPLIT_K %lld, %d threads, %d bytes of shared memory)",

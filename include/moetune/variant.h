@@ -21,6 +21,10 @@
 extern "C" {
 #endif
 
+/* The most dynamic shared memory any supported target gives a block (the
+ * opt-in maximum of sm_90, 227 KiB): what a variant may ask for. */
+#define MT_MAX_SMEM_PER_BLOCK 232448
+
 #define MT_VARIANT_MAX_PARAMS 32
 #define MT_VARIANT_NAME_MAX 256
 
