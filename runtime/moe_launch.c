@@ -448,14 +448,13 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
                        "%s kernel %s loads its weights by TMA, and this CUDA driver lacks "
                        "cuTensorMapEncodeTiled (CUDA 12 or newer needed)",
                        mt_step_name(step), k->v.name);
-    const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
-    if (!w8a8 && p->quant.mode != MT_QUANT_NONE)
+    if (!mt_quant_is_w8a8(p->quant.mode) && p->quant.mode != MT_QUANT_NONE)
         return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
                        "%s kernel %s: TMA weight loads exist for 16-bit and w8a8 weights only",
                        mt_step_name(step), k->v.name);
     const char *epi = mt_variant_get(&k->v, "epilogue");
     const int fused = epi && strcmp(epi, "store") != 0;
-    const uint64_t es = w8a8 ? 1 : mt_dtype_size(p->dtype);
+    const uint64_t es = mt_dtype_size(mt_quant_weight_dtype(&p->quant, p->dtype));
     const uint64_t rows = (uint64_t)(fused ? g->n_half : g->N);
     const uint64_t row_bytes = (uint64_t)g->ldb * es;
     const cuuint64_t dims[4] = {(cuuint64_t)g->K, rows, fused ? 2 : 1, (cuuint64_t)p->local_E};
@@ -480,6 +479,14 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
     }
     memcpy(g->b_map, &map, sizeof map);
     return MT_OK;
+}
+
+/* A GEMM step's launch: its weight descriptor first, where it takes one. */
+static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
+                             const mt_problem *p, mt_gemm_args *g, char *msg, size_t msg_size)
+{
+    mt_status st = encode_weight_map(k, step, p, g, msg, msg_size);
+    return st ? st : launch(q, step, k, grid, g, msg, msg_size);
 }
 
 /* Grid for an elementwise kernel over `items` 8-element chunks. */
@@ -649,9 +656,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
     g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
-        ((st = encode_weight_map(&plan->step[MT_STEP_GEMM1], MT_STEP_GEMM1, p, &g1, msg, msg_size)) ||
-         (st = launch(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, msg,
-                      msg_size))))
+        (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
+                          &g1, msg, msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -697,9 +703,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.tile_count = (int32_t *)(base + L.count2);
     g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
-        ((st = encode_weight_map(&plan->step[MT_STEP_GEMM2], MT_STEP_GEMM2, p, &g2, msg, msg_size)) ||
-         (st = launch(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, &g2, msg,
-                      msg_size))))
+        (st = launch_gemm(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, p,
+                          &g2, msg, msg_size)))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
