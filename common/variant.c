@@ -38,7 +38,7 @@ int64_t mt_variant_int(const mt_variant *v, const char *name, int64_t dflt)
     return mt_variant_get_int(v, name, &x) == MT_OK ? x : dflt;
 }
 
-const char *const mt_gemm_families[] = {"grouped_gemm", "grouped_gemm_sm90", NULL};
+const char *const mt_gemm_families[] = {"grouped_gemm", "grouped_gemm_sm90", "grouped_gemv", NULL};
 
 int mt_variant_is_gemm(const mt_variant *v)
 {

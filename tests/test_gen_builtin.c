@@ -157,6 +157,21 @@ static void test_split_k_pruning(void **state)
     mt_gen_close(g);
 }
 
+/* Compile the n variants v together: each one must compile to an image. */
+static void compile_all(mt_gen *g, const mt_variant *v, size_t n, const char *what, const char *arch)
+{
+    mt_kernel_binary *b = NULL;
+    const mt_status st = mt_gen_compile(g, v, n, &b);
+    for (size_t i = 0; i < n; i++)
+        if (b && b[i].status)
+            fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
+    assert_int_equal(st, MT_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_true(b[i].image_len > 0);
+    printf("  %s %s: compiled %zu\n", what, arch, n);
+    mt_kernel_binaries_free(b, n);
+}
+
 /* The default set has one split-K tile per quant mode (16x64, BLOCK_K 128
  * for 8-bit activations, 64 otherwise, 4 slices) in every dtype, format and
  * epilogue; one of each quant mode compiles for sm_90a and sm_80 (fp8:
@@ -202,16 +217,7 @@ static void test_split_k_defaults_compile(void **state)
             ns++;
             free(v);
         }
-        mt_kernel_binary *b = NULL;
-        const mt_status st = mt_gen_compile(g, sample, ns, &b);
-        for (size_t i = 0; i < ns; i++)
-            if (b && b[i].status)
-                fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
-        assert_int_equal(st, MT_OK);
-        for (size_t i = 0; i < ns; i++)
-            assert_true(b[i].image_len > 0);
-        printf("  grouped_gemm split-K defaults %s: compiled %zu\n", archs[a], ns);
-        mt_kernel_binaries_free(b, ns);
+        compile_all(g, sample, ns, "grouped_gemm split-K defaults", archs[a]);
     }
     mt_gen_close(g);
 }
@@ -257,6 +263,44 @@ static void test_sm90_defaults_not_serialized(void **state)
     mt_gen_close(g);
 }
 
+/* The decode family (grouped_gemv): both default tiles in every mode it
+ * has (none and the six w8a8 modes; no weight-only variant) for every
+ * dtype, format and epilogue; one kernel per mode compiles for sm_90a and
+ * sm_80, where the fp8 modes are pruned for their conversions. */
+static void test_gemv_defaults_compile(void **state)
+{
+    (void)state;
+    static const char *const quants[] = {"none",        "fp8-tensor", "fp8-token", "fp8-block",
+                                         "int8-tensor", "int8-token", "int8-block", "w8a16",
+                                         "w4a16"};
+    static const char *const archs[] = {"sm_90a", "sm_80"};
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    for (int a = 0; a < 2; a++) {
+        mt_variant sample[9];
+        size_t ns = 0;
+        for (size_t q = 0; q < 9; q++) {
+            /* lenient: a mode outside the family's domain gives no variant */
+            mt_gen_filter f = {.family = "grouped_gemv", .arch = archs[a], .defaults_only = 1,
+                               .lenient_values = 1, .nparams = 1,
+                               .params = {{"quant", quants[q]}}};
+            mt_variant *v = NULL;
+            size_t n = 0;
+            if (mt_gen_enumerate(g, &f, &v, &n, NULL))
+                fail_msg("grouped_gemv %s: %s", quants[q], mt_gen_errmsg(g));
+            const int none = (a == 1 && !strncmp(quants[q], "fp8", 3)) || q >= 7;
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3);   /* tiles x dtype x format x epilogue */
+            if (n)
+                sample[ns++] = v[(q * 7) % n];
+            free(v);
+        }
+        compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);
+    }
+    mt_gen_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -264,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
+        cmocka_unit_test(test_gemv_defaults_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -68,7 +68,9 @@ int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char 
 /* The families whose kernels serve the gemm1/gemm2 steps of a pipeline: they
  * share the kernel argument (mt_gemm_args) and the parameter names dtype,
  * quant, format, epilogue, BLOCK_M and BLOCK_N. "grouped_gemm" (mma.sync,
- * sm_80+) and "grouped_gemm_sm90" (warpgroup MMA, sm_90a only). NULL-ended. */
+ * sm_80+), "grouped_gemm_sm90" (warpgroup MMA, sm_90a only) and
+ * "grouped_gemv" (decode: CUDA-core matrix-vector products, sm_80+).
+ * NULL-ended. */
 extern const char *const mt_gemm_families[];
 /* 1 when v belongs to one of mt_gemm_families. */
 int mt_variant_is_gemm(const mt_variant *v);

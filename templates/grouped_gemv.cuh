@@ -1,0 +1,334 @@
+/*
+ * The experts' GEMMs for decode batches, as matrix-vector products on the
+ * CUDA cores: a few rows per expert, where the tensor-core tiles of
+ * grouped_gemm / grouped_gemm_sm90 pad each expert's rows to 16 or 64 and
+ * the run time is the time to read the weights of the experts hit.
+ *
+ * Same argument (mt_gemm_args), the same tiles of the same row blocks
+ * (tile_of, tile_row and weight_row of gemm_tile.cuh) and the same epilogue
+ * values as the tensor-core families, so the runtime launches it like them.
+ * A CTA owns one row block of an expert (BM rows; the live ones are
+ * compacted into a table first, so padding rows cost nothing) and BN
+ * weight rows as BN/2 pairs: a gate row and its up row for the fused
+ * activation, else two neighbouring rows. A warp takes RG pairs; the KL =
+ * 32/RG lanes of a pair walk K in 16-byte chunks (8 sixteen-bit or 16
+ * eight-bit elements), UNROLL chunks a lane in flight, streaming the weight
+ * bytes past L1 while the few A rows stay in it. Each lane keeps, per row
+ * of the pass and per row of its pair, a partial sum of its chunks; the
+ * KL lanes add theirs with shuffles (a fixed order: reproducible), and the
+ * first lane of the pair writes the outputs.
+ *
+ * An L2 bulk prefetch of the CTA's weight rows at its start was tried (3
+ * December 2026) and left out: Mixtral at M = 1 ran 202.5 -> 234.6 us, Qwen3
+ * unchanged (docs/PERFORMANCE.md, session 7).
+ *
+ * Rows of a block go in passes of up to 8 (4 for 8-bit operands, whose
+ * chunks take twice the registers as floats), compiled for 1, 2, 4 (and 8)
+ * rows, the pass picking the smallest that holds them, so that one weight
+ * read serves every row of the pass.
+ *
+ * Quant modes: none (fp32 products of the 16-bit values) and w8a8. fp8:
+ * products of the e4m3 values in fp32; int8: exact int32 dot products
+ * (dp4a). Tensor and token scales multiply the sum at the end, as the
+ * tensor-core kernels do; block scales multiply each chunk's partial sum
+ * (a chunk lies inside one 128-wide block of K) by a_scale * w_scale of its
+ * block before it joins the fp32 sum.
+ *
+ * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, and for
+ * gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
+ */
+#pragma once
+#include "gemm_tile.cuh"
+
+namespace mt {
+
+template <class Cfg> struct gemv_shape {
+    using Q = quant_traits<Cfg::QUANT>;
+    static constexpr int THREADS = Cfg::WARPS * 32;
+    static constexpr int EPC = 128 / Q::A_BITS;   /* elements per 16-byte chunk */
+    static constexpr int PAIRS = Cfg::BN / 2;
+    static constexpr int RG = PAIRS / Cfg::WARPS; /* pairs per warp */
+    static constexpr int KL = 32 / RG;            /* lanes per pair, along K */
+    static constexpr int PASS = EPC == 8 ? 8 : 4; /* rows per pass at most (8-bit: more registers per row) */
+    static constexpr bool FUSED = Cfg::EPI != 0;
+    static constexpr bool INT_DOT = Q::INT8;
+    static constexpr bool BLOCK = Q::GRAN == 3;
+    /* The running sum: int32 for int8 tensor/token (exact), else fp32. */
+    using Sum = typename pick<INT_DOT && !BLOCK, int, float>::type;
+    static_assert(!Q::WONLY, "weight-only modes are not in this family");
+    static_assert(Q::A_BITS == Q::B_BITS, "A and B chunks must hold the same elements");
+    static_assert(PAIRS % Cfg::WARPS == 0 && (RG == 1 || RG == 2 || RG == 4), "uneven pair split");
+};
+
+/* A weight chunk: read once, so past L1 (which keeps the A rows), with a
+ * 256-byte L2 fetch (the lane's next chunks follow in the same row). Both
+ * loads are volatile asm: plain asm counts as free of side effects, and
+ * the compiler issued such loads ahead of the tests that guard them, past
+ * the end of the operand (compute-sanitizer memcheck, 3 December 2026). */
+__device__ __forceinline__ vec8 ld_weight_chunk(const unsigned char *p)
+{
+    vec8 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+        : "l"(p));
+    return v;
+}
+/* An A chunk: every pair of the CTA reads it, so through L1. The previous
+ * step wrote it before this kernel waited on it (pdl_enter), and nothing
+ * writes it while this kernel runs. */
+__device__ __forceinline__ vec8 ld_act_chunk(const unsigned char *p)
+{
+    vec8 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+        : "l"(p));
+    return v;
+}
+
+/* A chunk as floats: 8 sixteen-bit values or 16 e4m3 values (in the same
+ * order for A and B chunks, which is all a dot product needs). */
+template <class Cfg, int EPC> struct chunk_floats {
+    float f[EPC];
+    __device__ __forceinline__ void set(const vec8 &c)
+    {
+        using T = typename Cfg::T;
+        if constexpr (EPC == 8) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                f[2 * q] = lo_of<T>(c.w[q]);
+                f[2 * q + 1] = hi_of<T>(c.w[q]);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                uint32_t h2;
+                const uint16_t pair = (uint16_t)(c.w[q / 2] >> (16 * (q % 2)));
+                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pair));
+                f[2 * q] = to_float(f16{(uint16_t)(h2 & 0xffff)});
+                f[2 * q + 1] = to_float(f16{(uint16_t)(h2 >> 16)});
+            }
+        }
+    }
+};
+
+__device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c)
+{
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* The rows of a tile's pass and where the pair's weights are. */
+struct gemv_rows {
+    const int64_t *arow, *crow;   /* shared: the block's live rows, compacted */
+    const float *w;               /* shared: their router weights */
+};
+
+/* One pass over K for rows r0 .. r0 + nv - 1 (nv <= V) of the block's live
+ * rows: the pair's two weight rows n[0], n[1] (ok[j]: inside the product),
+ * then the epilogue by the pair's first lane. */
+template <class Cfg, int V>
+__device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows &t, gemv_rows rows, int r0,
+                                          int nv, const int (&n)[2], const bool (&ok)[2], int kl)
+{
+    using S = gemv_shape<Cfg>;
+    using Q = typename S::Q;
+    using T = typename Cfg::T;
+    using Sum = typename S::Sum;
+    constexpr int EPC = S::EPC;
+    const unsigned char *A = static_cast<const unsigned char *>(a.A);
+    const unsigned char *B = static_cast<const unsigned char *>(a.B) +
+                             (int64_t)t.expert * a.b_expert_stride * (Q::B_BITS / 8);
+    const unsigned char *wrow[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        wrow[j] = B + (int64_t)(ok[j] ? n[j] : 0) * a.ldb * (Q::B_BITS / 8);
+    /* Rows past nv repeat the last live row; their sums are dropped. */
+    const unsigned char *arow[V];
+    int64_t sa_off[V];
+#pragma unroll
+    for (int r = 0; r < V; r++) {
+        const int64_t ar = rows.arow[r0 + min(r, nv - 1)];
+        arow[r] = A + ar * a.lda * (Q::A_BITS / 8);
+        sa_off[r] = ar * a.a_scale_ld;
+    }
+    int64_t sw_off[2] = {0, 0};
+    if constexpr (S::BLOCK) {
+        const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            sw_off[j] = ((int64_t)t.expert * nblocks + (ok[j] ? n[j] : 0) / 128) * kblocks;
+    }
+    Sum acc[2][V];
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int r = 0; r < V; r++)
+            acc[j][r] = 0;
+
+    const int chunks = a.K / EPC;
+    for (int c0 = kl; c0 < chunks; c0 += S::KL * Cfg::UNROLL) {
+        vec8 wc[Cfg::UNROLL][2];
+#pragma unroll
+        for (int u = 0; u < Cfg::UNROLL; u++) {
+            const int c = c0 + u * S::KL;
+            if (c < chunks)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    wc[u][j] = ld_weight_chunk(wrow[j] + c * 16);
+        }
+#pragma unroll
+        for (int u = 0; u < Cfg::UNROLL; u++) {
+            const int c = c0 + u * S::KL;
+            if (c >= chunks)
+                break;
+            float sw[2] = {1.f, 1.f};
+            if constexpr (S::BLOCK) {
+                const int kb = c * EPC / 128;
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    sw[j] = a.b_scale[sw_off[j] + kb];
+            }
+            if constexpr (S::INT_DOT) {
+#pragma unroll
+                for (int r = 0; r < V; r++) {
+                    const vec8 ac = ld_act_chunk(arow[r] + c * 16);
+                    const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        int d = 0;
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            d = dp4a(wc[u][j].w[q], ac.w[q], d);
+                        if constexpr (S::BLOCK)
+                            acc[j][r] += (float)d * (sa * sw[j]);
+                        else
+                            acc[j][r] += d;
+                    }
+                }
+            } else {
+                chunk_floats<Cfg, EPC> wf[2];
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    wf[j].set(wc[u][j]);
+#pragma unroll
+                for (int r = 0; r < V; r++) {
+                    chunk_floats<Cfg, EPC> af;
+                    af.set(ld_act_chunk(arow[r] + c * 16));
+                    const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
+#pragma unroll
+                    for (int j = 0; j < 2; j++) {
+                        float d = 0.f;
+#pragma unroll
+                        for (int e = 0; e < EPC; e++)
+                            d = fmaf(wf[j].f[e], af.f[e], d);
+                        if constexpr (S::BLOCK)
+                            acc[j][r] += d * (sa * sw[j]);
+                        else
+                            acc[j][r] += d;
+                    }
+                }
+            }
+        }
+    }
+    /* The pair's lanes add their sums (aligned groups of KL lanes). */
+#pragma unroll
+    for (int off = S::KL / 2; off >= 1; off >>= 1)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int r = 0; r < V; r++)
+                acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j][r], off);
+    if (kl != 0)
+        return;
+    T *C = static_cast<T *>(a.C);
+#pragma unroll
+    for (int r = 0; r < V; r++) {
+        if (r >= nv)
+            break;
+        const int i = r0 + r;
+        const int64_t crow = rows.crow[i];
+        const float w = rows.w[i];
+        float v[2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            /* The values stage_fragments (gemm_tile.cuh) would stage. */
+            if constexpr (Q::GRAN == 1)
+                v[j] = (float)acc[j][r] * (a.a_scale[0] * a.b_scale[t.expert]);
+            else if constexpr (Q::GRAN == 2)
+                v[j] = (float)acc[j][r] *
+                       (a.a_scale[rows.arow[i]] * (ok[j] ? a.b_scale[(int64_t)t.expert * a.N + n[j]] : 0.f));
+            else
+                v[j] = (float)acc[j][r];
+        }
+        /* ... and what write_tile makes of them: column n[0] of C (the
+         * fused activation), or columns n[0] and n[0] + 1. */
+        T *out = C + crow * a.ldc + n[0];
+        if constexpr (S::FUSED) {
+            if (ok[0])
+                *out = from_float<T>(activate<Cfg::EPI - 1>(round_to<T>(v[0] * w)) * round_to<T>(v[1] * w));
+        } else if (ok[1] && ((crow * a.ldc + n[0]) & 1) == 0) {
+            *reinterpret_cast<uint32_t *>(out) = pack2<T>(v[0] * w, v[1] * w);
+        } else {
+            if (ok[0])
+                out[0] = from_float<T>(v[0] * w);
+            if (ok[1])
+                out[1] = from_float<T>(v[1] * w);
+        }
+    }
+}
+
+template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
+{
+    using S = gemv_shape<Cfg>;
+    __shared__ int64_t s_arow[Cfg::BM], s_crow[Cfg::BM];
+    __shared__ float s_w[Cfg::BM];
+    __shared__ int s_live;
+    static_assert(Cfg::BM <= 32, "one warp compacts the rows");
+
+    pdl_enter();
+    tile_rows t;
+    int nb;
+    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+        return;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (warp == 0) {
+        int64_t arow = 0, crow = 0;
+        int slot = -1;
+        const bool live = lane < Cfg::BM && tile_row<Cfg>(a, t, lane, &arow, &crow, &slot);
+        const unsigned mask = __ballot_sync(0xffffffffu, live);
+        if (live) {
+            const int i = __popc(mask & ((1u << lane) - 1u));
+            s_arow[i] = arow;
+            s_crow[i] = crow;
+            s_w[i] = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
+        }
+        if (lane == 0)
+            s_live = __popc(mask);
+    }
+    __syncthreads();
+
+    /* This lane's pair: tile columns c[0], c[1] (weight_row's numbering). */
+    const int pair = warp * S::RG + lane / S::KL, kl = lane % S::KL;
+    const int c[2] = {S::FUSED ? pair : 2 * pair, S::FUSED ? Cfg::BN / 2 + pair : 2 * pair + 1};
+    int n[2];
+    bool ok[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        ok[j] = weight_row<Cfg>(a, nb, c[j], &n[j]);
+    const gemv_rows rows = {s_arow, s_crow, s_w};
+    const int live = s_live;
+    for (int r0 = 0; r0 < live; r0 += S::PASS) {
+        const int nv = min(S::PASS, live - r0);
+        if (nv == 1)
+            gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl);
+        else if (nv == 2)
+            gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl);
+        else if (nv <= 4 || S::PASS == 4)
+            gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl);
+        else
+            gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl);
+    }
+}
+
+} // namespace mt

@@ -1,0 +1,90 @@
+-- grouped_gemv: the experts' GEMMs for decode batches (a few rows per
+-- expert) as matrix-vector products on the CUDA cores, bound by reading the
+-- weights of the experts hit. Same argument (mt_gemm_args), role (gemm1 or
+-- gemm2) and parameter names as grouped_gemm, so the tuner and the runtime
+-- treat it like the tensor-core families (mt_gemm_families); BLOCK_M is the
+-- alignment's row block (8 or 16: the rows of a block are compacted, padding
+-- costs nothing), BLOCK_N the weight rows of a CTA. Device code:
+-- grouped_gemv.cuh.
+
+local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
+local EPI = { store = 0, silu = 1, gelu = 2 }
+local FORMAT = { standard = 0, batched = 1 }
+-- Values of mt_quant_mode; the weight-only modes have no variant here.
+local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
+                ["int8-tensor"] = 4, ["int8-token"] = 5, ["int8-block"] = 6 }
+local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", "int8-token",
+                 "int8-block" }
+
+-- A warp takes pairs of weight rows (BLOCK_N / 2 pairs per CTA), each pair
+-- the 32 / rg lanes of it along K.
+local function shape(p)
+  local s = { threads = p.WARPS * 32, pairs = p.BLOCK_N // 2 }
+  s.rg = s.pairs // p.WARPS
+  return s
+end
+
+-- Two default tiles per mode (every dtype, format and epilogue), so the GPU
+-- test matrices run both lane layouts: 32 lanes per pair (one pair a warp),
+-- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2).
+local defaults = {}
+for _, q in ipairs(QUANTS) do
+  for _, t in ipairs({
+      { BLOCK_M = 8,  BLOCK_N = 16, WARPS = 8, UNROLL = 4 },
+      { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2 } }) do
+    local d = { quant = q }
+    for k, v in pairs(t) do d[k] = v end
+    defaults[#defaults + 1] = d
+  end
+end
+
+return {
+  family = "grouped_gemv",
+  version = 1,
+  doc = "grouped matrix-vector products of the MoE experts for decode (CUDA cores, weight-bandwidth bound)",
+  params = {
+    { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
+    { name = "quant",    abbrev = "",  values = QUANTS },
+    { name = "format",   abbrev = "",  values = { "standard", "batched" } },
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    { name = "BLOCK_M",  abbrev = "m", values = { 8, 16 } },
+    { name = "BLOCK_N",  abbrev = "n", values = { 8, 16, 32, 64 } },
+    { name = "WARPS",    abbrev = "w", values = { 4, 8 } },
+    -- 16-byte weight chunks a lane has in flight per weight row.
+    { name = "UNROLL",   abbrev = "u", values = { 2, 4 } },
+  },
+  default_set = defaults,
+  valid = function(p, target)
+    local q = QUANT[p.quant]
+    if q >= 1 and q <= 3 and target.sm < 89 then
+      return false, "fp8 conversions need sm_89+"
+    end
+    local s = shape(p)
+    if s.pairs % p.WARPS ~= 0 or not (s.rg == 1 or s.rg == 2 or s.rg == 4) then
+      return false, "BLOCK_N / 2 pairs do not give each warp 1, 2 or 4"
+    end
+    return true
+  end,
+  launch = function(p, target)
+    return { threads = shape(p).threads, smem = 0 }
+  end,
+  render = function(p, name)
+    local s = shape(p)
+    return mt.subst([[
+#include "grouped_gemv.cuh"
+MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
+struct ${NAME}_cfg {
+    using T = ${ELEM};
+    static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
+    static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
+    static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
+};
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
+{
+    mt::grouped_gemv<${NAME}_cfg>(args);
+}
+]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
+      EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
+      THREADS = s.threads })
+  end,
+}
