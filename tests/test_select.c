@@ -162,12 +162,61 @@ static void test_default_is_unsplit(void **state)
     }
 }
 
+/* The decode family joins the tensor-core tiles in one list: at one token
+ * of Qwen3 (8 experts hit, a few bytes of activations against 50 MB of
+ * weights) the model offers grouped_gemv tiles for half of the GEMM1
+ * picks (its cap: the tensor-core tiles are timed against them), at
+ * 4096 tokens (256 rows an expert: the weights re-read per 8-row block)
+ * none; GEMM2 picks for its 8-row blocks are grouped_gemv tiles only. */
+static void test_select_gemv_for_decode(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_gen_filter f = {.family = "grouped_gemv", .arch = "sm_90a", .nparams = 3,
+                       .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
+    mt_variant *gv = NULL;
+    size_t ngv = 0;
+    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &gv, &ngv, NULL))
+        fail_msg("grouped_gemv: %s", mt_gen_errmsg(g));
+    mt_gen_close(g);
+    assert_true(ngv > 0);
+    mt_variant *both = malloc((nall + ngv) * sizeof *both);
+    assert_non_null(both);
+    memcpy(both, all, nall * sizeof *both);
+    memcpy(both + nall, gv, ngv * sizeof *both);
+    size_t pick[12];
+    static const int64_t Ms[] = {1, 4096};
+    for (int m = 0; m < 2; m++) {
+        const mt_problem p = qwen3(Ms[m]);
+        size_t k = mt_select_stage(both, nall + ngv, &p, 1, 0, SM_COUNT, 12, pick);
+        assert_int_equal(k, 12);
+        int gemv = 0;
+        for (size_t i = 0; i < k; i++)
+            gemv += !strcmp(both[pick[i]].family, "grouped_gemv");
+        printf("  qwen3 M=%lld: %d of %zu GEMM1 picks grouped_gemv, first %s\n", (long long)Ms[m],
+               gemv, k, both[pick[0]].name);
+        if (m == 0)   /* and the tensor-core tiles keep half of the places */
+            assert_int_equal(gemv, 6);
+        else
+            assert_int_equal(gemv, 0);
+    }
+    const mt_problem p = qwen3(1);
+    size_t k = mt_select_stage(both, nall + ngv, &p, 2, 8, SM_COUNT, 12, pick);
+    assert_true(k > 0);
+    for (size_t i = 0; i < k; i++)
+        assert_string_equal(both[pick[i]].family, "grouped_gemv");
+    free(both);
+    free(gv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_split_where_k_is_long),
         cmocka_unit_test(test_select_stage_split),
         cmocka_unit_test(test_select_gemm2_any_split),
+        cmocka_unit_test(test_select_gemv_for_decode),
         cmocka_unit_test(test_default_is_unsplit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

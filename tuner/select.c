@@ -29,20 +29,71 @@ static double act_bytes_per_el(const mt_problem *p)
     return mt_quant_is_w8a8(p->quant.mode) ? 1.0 : (double)mt_dtype_size(p->dtype);
 }
 
+/* What both models read off the problem for GEMM1 (second = 0) or GEMM2:
+ * rows per expert, slots, experts hit, product columns, K, weight bytes
+ * per element. */
+typedef struct gemm_dims {
+    double rows, slots, busy, n_out, k, wb;
+} gemm_dims;
+
+static gemm_dims dims_of(const mt_problem *p, int second)
+{
+    const int64_t slots = p->M * p->topk;
+    gemm_dims d = {.rows = mt_rows_per_expert(p), .slots = (double)slots,
+                   .busy = (double)(slots < p->local_E ? slots : p->local_E),
+                   .n_out = second ? (double)p->K : 2.0 * (double)p->N,
+                   .k = second ? (double)p->N : (double)p->K, .wb = weight_bytes_per_el(p)};
+    return d;
+}
+
+/* grouped_gemv (decode, CUDA cores): the weights are read once per row
+ * block and pass of up to 8 rows (4 for 8-bit operands), at the bandwidth
+ * the lanes' loads in flight sustain (UNROLL chunks of 16 bytes for each of
+ * a pair's two rows; about 48 KiB an SM saturate it, at some two CTAs of
+ * 256 threads an SM by registers); the products run at about 25 TFLOP/s
+ * of fp32 FMAs with the conversions; a CTA takes at least a load latency
+ * per round of chunks. */
+#define GEMV_FLOPS 25e12
+#define GEMV_INFLIGHT (48.0 * 1024.0)
+#define GEMV_CTA_US 2.0
+#define GEMV_ROUND_US 1.0
+
+static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
+{
+    const double bm = (double)mt_variant_int(v, "BLOCK_M", 8);
+    const double bn = (double)mt_variant_int(v, "BLOCK_N", 16);
+    const double threads = fmax(32.0, (double)v->threads);
+    const double unroll = (double)mt_variant_int(v, "UNROLL", 2);
+    const gemm_dims d = dims_of(p, second);
+    const double rows = d.rows, slots = d.slots, busy = d.busy, n_out = d.n_out, k = d.k, wb = d.wb;
+    const double mblocks = ceil(rows / bm);
+    const double passes = ceil(fmin(rows, bm) / (wb >= 2.0 ? 8.0 : 4.0));
+    const double bytes = busy * n_out * k * wb * mblocks * passes;
+    const double t_fma = 2.0 * slots * n_out * k / GEMV_FLOPS;
+    const double per_sm = fmax(1.0, floor(fmin(2048.0 / threads, 65536.0 / (threads * 128.0))));
+    const double inflight = per_sm * threads * unroll * 32.0;
+    const double bw = MODEL_BW * fmin(1.0, inflight / GEMV_INFLIGHT);
+    /* Lanes along K per pair of rows: 32 / (pairs per warp). */
+    const double lanes_k = 32.0 / fmax(1.0, bn / 2.0 / (threads / 32.0));
+    const double rounds = ceil(k / (16.0 / wb * lanes_k * unroll));
+    const double ctas = busy * mblocks * ceil(n_out / bn);
+    const double waves = ceil(ctas / ((double)sm_count * per_sm));
+    const double t_mem = fmax(bytes / bw, waves * (GEMV_CTA_US + rounds * GEMV_ROUND_US) * 1e-6);
+    return fmax(t_mem, t_fma) * 1e6;
+}
+
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
+    if (!strcmp(v->family, "grouped_gemv"))
+        return gemv_model_us(v, p, second, sm_count);
     const double bm = (double)mt_variant_int(v, "BLOCK_M", 64);
     /* A fused tile covers bn/2 gate and bn/2 up columns: the same work as a
      * plain tile of bn columns, so no correction is needed. */
     const double bn = (double)mt_variant_int(v, "BLOCK_N", 64);
     const double bk = (double)mt_variant_int(v, "BLOCK_K", 64);
     const double stages = (double)mt_variant_int(v, "STAGES", 3);
-    const double rows = mt_rows_per_expert(p);
-    const int64_t slots = p->M * p->topk;
-    const double busy = (double)(slots < p->local_E ? slots : p->local_E);
-    const double n_out = second ? (double)p->K : 2.0 * (double)p->N;
-    const double k = second ? (double)p->N : (double)p->K;
-    const double wb = weight_bytes_per_el(p);
+    const gemm_dims d = dims_of(p, second);
+    const double rows = d.rows, slots = d.slots, busy = d.busy, n_out = d.n_out, k = d.k, wb = d.wb;
     const double mblocks = ceil(rows / bm);
     const int sm90 = !strcmp(v->family, "grouped_gemm_sm90");
     /* Weights are re-read once per row block of an expert; GROUP_M ordering
@@ -50,7 +101,7 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
      * are re-read once per column tile, mostly from L2 (a quarter). */
     const double reread = mt_variant_int(v, "GROUP_M", 1) > 1 ? 1.0 + (mblocks - 1.0) * 0.25 : mblocks;
     const double weight_bytes = busy * n_out * k * wb * reread +
-                                0.25 * (double)slots * k * act_bytes_per_el(p) * ceil(n_out / bn);
+                                0.25 * slots * k * act_bytes_per_el(p) * ceil(n_out / bn);
     const double flops = 2.0 * busy * mblocks * bm * n_out * k;
     /* mma.sync: bigger warp tiles use the tensor cores better (fewer shared
      * loads per MMA), at most half the peak. Warpgroup MMA reads both
@@ -118,22 +169,66 @@ size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *
     return (size_t)-1;
 }
 
+/* Variants ordered by everything but their epilogue (family, arch, then
+ * the parameters in declaration order), so that a GEMM1 tile finds its
+ * store sibling by binary search among the store tiles. (A linear scan
+ * per tile made stage 1 quadratic: 15 s for the 32,850 bf16 grouped_gemm
+ * tiles of sm_90a.) */
+static int cmp_but_epilogue(const void *x, const void *y)
+{
+    const mt_variant *a = *(const mt_variant *const *)x, *b = *(const mt_variant *const *)y;
+    int c = strcmp(a->family, b->family);
+    if (c || (c = strcmp(a->arch, b->arch)))
+        return c;
+    if (a->nparams != b->nparams)
+        return a->nparams < b->nparams ? -1 : 1;
+    for (int i = 0; i < a->nparams; i++) {
+        if ((c = strcmp(a->params[i].name, b->params[i].name)))
+            return c;
+        if (strcmp(a->params[i].name, "epilogue") && (c = strcmp(a->params[i].value, b->params[i].value)))
+            return c;
+    }
+    return 0;
+}
+
+/* The store tiles of all, sorted by cmp_but_epilogue; NULL when out of
+ * memory. */
+static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, size_t *ns)
+{
+    const mt_variant **s = malloc((n ? n : 1) * sizeof *s);
+    *ns = 0;
+    if (!s)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *epi = mt_variant_get(&all[i], "epilogue");
+        if (epi && !strcmp(epi, "store"))
+            s[(*ns)++] = &all[i];
+    }
+    qsort(s, *ns, sizeof *s, cmp_but_epilogue);
+    return s;
+}
+
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out)
 {
     ranked *r = malloc((n ? n : 1) * sizeof *r);
-    size_t m = 0;
-    if (!r)
+    size_t m = 0, nstores = 0;
+    const mt_variant **stores = stage == 1 ? sorted_store_tiles(all, n, &nstores) : NULL;
+    if (!r || (stage == 1 && !stores)) {
+        free(r);
+        free(stores);
         return 0;
+    }
     const char *act = mt_activation_name(p->activation);
     for (size_t i = 0; i < n; i++) {
         const char *epi = mt_variant_get(&all[i], "epilogue");
         if (!epi)
             continue;
         if (stage == 1) {
+            const mt_variant *key = &all[i];
             if (strcmp(epi, "store") && strcmp(epi, act))
                 continue;
-            if (mt_find_store_sibling(all, n, &all[i]) == (size_t)-1)
+            if (!bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;
         } else if (strcmp(epi, "store") || mt_variant_int(&all[i], "BLOCK_M", 0) != block_m) {
             continue;
@@ -142,18 +237,28 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
         r[m].us = mt_gemm_model_us(&all[i], p, stage == 2, sm_count);
         m++;
     }
+    free(stores);
     qsort(r, m, sizeof *r, by_time);
     /* The model is coarse: take the best of each tile shape first (so the
      * candidates differ in shape, not only in stages or warps; a split
      * factor makes another shape, so that split and unsplit tiles are both
-     * timed), then fill up in model order. */
+     * timed), no family taking more than half of them (so that a family the
+     * model favours, grouped_gemv at decode sizes, is still timed against
+     * the others) and none modelled over 3x the best, then fill up in
+     * model order. */
     size_t k = 0;
+    const size_t family_cap = max > 1 ? (size_t)max / 2 : 1;
     for (int pass = 0; pass < 2 && k < (size_t)max; pass++)
         for (size_t i = 0; i < m && k < (size_t)max; i++) {
             if (r[i].idx == (size_t)-1)
                 continue;
             const mt_variant *v = &all[r[i].idx];
             int shape_taken = 0;
+            size_t same_family = 0;
+            for (size_t j = 0; j < k && pass == 0; j++)
+                same_family += !strcmp(all[out[j]].family, v->family);
+            if (pass == 0 && (same_family >= family_cap || r[i].us > 3.0 * r[0].us))
+                continue;
             for (size_t j = 0; j < k && pass == 0 && !shape_taken; j++) {
                 const mt_variant *u = &all[out[j]];
                 shape_taken = !strcmp(u->family, v->family) &&
