@@ -481,10 +481,26 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
     return MT_OK;
 }
 
+/* MOETUNE_TRACE=1 in the environment: every GEMM launch's kernel, grid and
+ * arguments on stderr (to place an address a sanitizer reports). */
+static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt_gemm_args *g)
+{
+    const char *env = getenv("MOETUNE_TRACE");
+    if (!env || strcmp(env, "1"))
+        return;
+    fprintf(stderr,
+            "moetune: %s %s grid %u x %d threads: A %p B %p C %p lda %lld ldb %lld ldc %lld "
+            "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld\n",
+            mt_step_name(step), k->v.name, grid, k->v.threads, g->A, g->B, g->C, (long long)g->lda,
+            (long long)g->ldb, (long long)g->ldc, g->N, g->K, g->n_half, g->num_m_blocks,
+            g->max_tokens, (long long)g->b_expert_stride);
+}
+
 /* A GEMM step's launch: its weight descriptor first, where it takes one. */
 static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
                              const mt_problem *p, mt_gemm_args *g, char *msg, size_t msg_size)
 {
+    trace_gemm(step, k, grid, g);
     mt_status st = encode_weight_map(k, step, p, g, msg, msg_size);
     return st ? st : launch(q, step, k, grid, g, msg, msg_size);
 }

@@ -186,6 +186,17 @@ void mm_run_case(const qcase *c, uint64_t seed)
         /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
         assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
         assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
+        /* MT_GPU_PRINT_PTRS=1: where each tensor of the run lives, to place
+         * an address that compute-sanitizer reports. */
+        if (getenv("MT_GPU_PRINT_PTRS"))
+            printf("PTRS %s: hidden %p w1 %p w2 %p out %p topk_ids %p topk_weights %p "
+                   "expert_map %p expert_num_tokens %p w1_scale %p w2_scale %p a1_scale %p "
+                   "workspace 0x%llx (%zu bytes)\n",
+                   v->name, d.d.hidden, d.d.w1, d.d.w2, d.d.out, (const void *)d.d.topk_ids,
+                   (const void *)d.d.topk_weights, (const void *)d.d.expert_map,
+                   (const void *)d.d.expert_num_tokens, (const void *)d.d.w1_scale,
+                   (const void *)d.d.w2_scale, (const void *)d.d.a1_scale, (unsigned long long)ws,
+                   ws_size);
         st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
         if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
             st = MT_ERR_KERNEL_FAULT;
