@@ -9,7 +9,7 @@
 
 #include "common/cuda_driver.h"
 #include "common/util.h"
-#include "templates/moe_args.h"
+#include "templates/gemv_args.h"
 
 static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
                                                        "gemm2", "reduce", "quant"};
@@ -77,6 +77,13 @@ static int gemm1_fused(const mt_moe_plan *plan)
     return epi && strcmp(epi, "store") != 0;
 }
 
+/* Does GEMM kernel k route its rows itself, a row block per slot, without
+ * the alignment step (grouped_gemv with BLOCK_M 1; templates/gemv_args.h)? */
+static int slot_routed(const mt_kernel *k)
+{
+    return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
+}
+
 /* CTAs per output tile of a GEMM kernel (1: not split-K). */
 static int64_t split_k(const mt_kernel *k) { return mt_variant_int(&k->v, "SPLIT_K", 1); }
 
@@ -85,6 +92,7 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     const int w8a8 = mt_quant_is_w8a8(p->quant.mode);
     switch (s) {
     case MT_STEP_ALIGN:
+        return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
     case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD;
     case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
     case MT_STEP_QUANT: return w8a8;
@@ -193,6 +201,15 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     if (mt_variant_int(&g1->v, "BLOCK_M", 0) != mt_variant_int(&g2->v, "BLOCK_M", -1))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 %s and gemm2 %s must share BLOCK_M", g1->v.name, g2->v.name);
+    if (slot_routed(g1) != slot_routed(g2))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 %s and gemm2 %s must both route rows by slot (grouped_gemv, "
+                       "BLOCK_M 1) or both take them from the alignment step",
+                       g1->v.name, g2->v.name);
+    if (slot_routed(g1) && p->format != MT_FORMAT_STANDARD)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 %s routes rows by slot, which needs the standard format's topk ids",
+                       g1->v.name);
     /* Variants can come from a database file: bound what the launch
      * arithmetic uses (found by fuzzing, RELIABILITY.md R7). */
     for (int s = 0; s < MT_STEP_ALL; s++) {
@@ -496,13 +513,21 @@ static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt
             g->max_tokens, (long long)g->b_expert_stride);
 }
 
-/* A GEMM step's launch: its weight descriptor first, where it takes one. */
+/* A GEMM step's launch: its weight descriptor first, where it takes one; a
+ * slot-routed kernel gets g inside `route` (its routing fields filled by
+ * the caller). */
 static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
-                             const mt_problem *p, mt_gemm_args *g, char *msg, size_t msg_size)
+                             const mt_problem *p, mt_gemm_args *g, mt_gemv_slot_args *route,
+                             char *msg, size_t msg_size)
 {
     trace_gemm(step, k, grid, g);
     mt_status st = encode_weight_map(k, step, p, g, msg, msg_size);
-    return st ? st : launch(q, step, k, grid, g, msg, msg_size);
+    if (st)
+        return st;
+    if (!slot_routed(k))
+        return launch(q, step, k, grid, g, msg, msg_size);
+    route->gemm = *g;
+    return launch(q, step, k, grid, route, msg, msg_size);
 }
 
 /* Grid for an elementwise kernel over `items` 8-element chunks. */
@@ -616,7 +641,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
                                          stream),
                   msg, msg_size);
-    if (standard && (steps & MT_STEP_BIT(MT_STEP_ALIGN))) {
+    if (mt_moe_plan_uses(plan, p, MT_STEP_ALIGN) && (steps & MT_STEP_BIT(MT_STEP_ALIGN))) {
         mt_align_args al = {
             .topk_ids = t->topk_ids, .expert_map = emap,
             .sorted_ids = (int32_t *)(base + L.sorted_ids),
@@ -671,9 +696,12 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
     g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
+    /* Slot-routed GEMMs (no alignment step) read the routing themselves. */
+    mt_gemv_slot_args route = {.topk_ids = t->topk_ids, .expert_map = emap, .error_flag = flags,
+                               .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
-                          &g1, msg, msg_size)))
+                          &g1, &route, msg, msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -720,7 +748,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, p,
-                          &g2, msg, msg_size)))
+                          &g2, &route, msg, msg_size)))
         return st;
     if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,

@@ -34,11 +34,17 @@
  * (a chunk lies inside one 128-wide block of K) by a_scale * w_scale of its
  * block before it joins the fp32 sum.
  *
+ * BM = 1 routes rows without the alignment step (standard format only):
+ * row block b is slot b and its expert comes from topk_ids in the kernel's
+ * own argument (gemv_args.h), so the pipeline has no alignment launch;
+ * slots sharing an expert read its weights once each.
+ *
  * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, and for
  * gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
  */
 #pragma once
 #include "gemm_tile.cuh"
+#include "gemv_args.h"
 
 namespace mt {
 
@@ -278,24 +284,54 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
     }
 }
 
-template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
+/* The tile of CTA pid when a row block is one slot (BM = 1, gemv_args.h),
+ * in tile_of's order (GROUP_M = 1). A bad id is flagged by the slot's
+ * first CTA and the slot dropped. */
+template <class Cfg>
+__device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid, tile_rows *t, int *nb)
+{
+    const int n_blocks = num_n_blocks<Cfg>(s.gemm), slot = pid / n_blocks;
+    *nb = pid % n_blocks;
+    t->mb = slot;
+    t->r0 = 0;
+    t->count = 0;
+    t->expert = -1;
+    if (slot >= s.gemm.num_slots)
+        return false;
+    const int e = s.topk_ids[slot];
+    if (e < 0 || e >= s.num_experts) {
+        if (*nb == 0)
+            atomicCAS(s.error_flag, 0, slot + 1);
+        return false;
+    }
+    t->expert = s.expert_map ? s.expert_map[e] : e;
+    return t->expert >= 0 && t->expert < s.local_experts;
+}
+
+/* One CTA's work once its tile is known: the live rows of the block into a
+ * compact table (BM = 1: the slot itself), then the passes over them. */
+template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb)
 {
     using S = gemv_shape<Cfg>;
     __shared__ int64_t s_arow[Cfg::BM], s_crow[Cfg::BM];
     __shared__ float s_w[Cfg::BM];
     __shared__ int s_live;
     static_assert(Cfg::BM <= 32, "one warp compacts the rows");
+    static_assert(Cfg::BM > 1 || Cfg::FORMAT == 0, "a row block per slot needs the standard format");
 
-    pdl_enter();
-    tile_rows t;
-    int nb;
-    if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
-        return;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (warp == 0) {
         int64_t arow = 0, crow = 0;
         int slot = -1;
-        const bool live = lane < Cfg::BM && tile_row<Cfg>(a, t, lane, &arow, &crow, &slot);
+        bool live;
+        if constexpr (Cfg::BM == 1) {
+            live = lane == 0;
+            slot = t.mb;
+            arow = slot / a.a_row_div;
+            crow = slot;
+        } else {
+            live = lane < Cfg::BM && tile_row<Cfg>(a, t, lane, &arow, &crow, &slot);
+        }
         const unsigned mask = __ballot_sync(0xffffffffu, live);
         if (live) {
             const int i = __popc(mask & ((1u << lane) - 1u));
@@ -320,15 +356,39 @@ template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
     const int live = s_live;
     for (int r0 = 0; r0 < live; r0 += S::PASS) {
         const int nv = min(S::PASS, live - r0);
-        if (nv == 1)
+        if constexpr (Cfg::BM == 1) {   /* one row: only this pass is compiled */
             gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl);
-        else if (nv == 2)
-            gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl);
-        else if (nv <= 4 || S::PASS == 4)
-            gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl);
-        else
-            gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl);
+        } else {
+            if (nv == 1)
+                gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl);
+            else if (nv == 2)
+                gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl);
+            else if (nv <= 4 || S::PASS == 4)
+                gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl);
+            else
+                gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl);
+        }
     }
+}
+
+/* Row blocks from the alignment step. */
+template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
+{
+    pdl_enter();
+    tile_rows t;
+    int nb;
+    if (tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+        gemv_tile<Cfg>(a, t, nb);
+}
+
+/* A row block per slot (BM = 1). */
+template <class Cfg> __device__ void grouped_gemv_slots(const mt_gemv_slot_args &s)
+{
+    pdl_enter();
+    tile_rows t;
+    int nb;
+    if (slot_tile_of<Cfg>(s, blockIdx.x, &t, &nb))
+        gemv_tile<Cfg>(s.gemm, t, nb);
 }
 
 } // namespace mt

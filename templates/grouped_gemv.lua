@@ -4,8 +4,10 @@
 -- gemm2) and parameter names as grouped_gemm, so the tuner and the runtime
 -- treat it like the tensor-core families (mt_gemm_families); BLOCK_M is the
 -- alignment's row block (8 or 16: the rows of a block are compacted, padding
--- costs nothing), BLOCK_N the weight rows of a CTA. Device code:
--- grouped_gemv.cuh.
+-- costs nothing), or 1: a row block per slot, routed from topk_ids by the
+-- kernel itself, so the pipeline needs no alignment step (standard format;
+-- the kernel argument is mt_gemv_slot_args, gemv_args.h). BLOCK_N is the
+-- weight rows of a CTA. Device code: grouped_gemv.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 local EPI = { store = 0, silu = 1, gelu = 2 }
@@ -24,14 +26,16 @@ local function shape(p)
   return s
 end
 
--- Two default tiles per mode (every dtype, format and epilogue), so the GPU
+-- Three default tiles per mode (every dtype, format and epilogue), so the GPU
 -- test matrices run both lane layouts: 32 lanes per pair (one pair a warp),
--- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2).
+-- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2), and
+-- the routing by slot (standard format only: the batched one prunes it).
 local defaults = {}
 for _, q in ipairs(QUANTS) do
   for _, t in ipairs({
       { BLOCK_M = 8,  BLOCK_N = 16, WARPS = 8, UNROLL = 4 },
-      { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2 } }) do
+      { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2 },
+      { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4 } }) do
     local d = { quant = q }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
@@ -40,14 +44,14 @@ end
 
 return {
   family = "grouped_gemv",
-  version = 1,
+  version = 2,
   doc = "grouped matrix-vector products of the MoE experts for decode (CUDA cores, weight-bandwidth bound)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
     { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
-    { name = "BLOCK_M",  abbrev = "m", values = { 8, 16 } },
+    { name = "BLOCK_M",  abbrev = "m", values = { 1, 8, 16 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 8, 16, 32, 64 } },
     { name = "WARPS",    abbrev = "w", values = { 4, 8 } },
     -- 16-byte weight chunks a lane has in flight per weight row.
@@ -58,6 +62,9 @@ return {
     local q = QUANT[p.quant]
     if q >= 1 and q <= 3 and target.sm < 89 then
       return false, "fp8 conversions need sm_89+"
+    end
+    if p.BLOCK_M == 1 and p.format ~= "standard" then
+      return false, "a row block per slot needs the standard format's topk ids"
     end
     local s = shape(p)
     if s.pairs % p.WARPS ~= 0 or not (s.rg == 1 or s.rg == 2 or s.rg == 4) then
@@ -79,12 +86,13 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
-extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
+extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
 {
-    mt::grouped_gemv<${NAME}_cfg>(args);
+    mt::${ENTRY}<${NAME}_cfg>(args);
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
-      THREADS = s.threads })
+      THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
+      ENTRY = p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
   end,
 }

@@ -14,7 +14,7 @@
 #include "common/cuda_driver.h"
 #include "runtime/moe_launch.h"
 #include "runtime/rt_internal.h"
-#include "templates/moe_args.h"
+#include "templates/gemv_args.h"
 
 /* ---- the fake driver ---- */
 
@@ -35,7 +35,13 @@ static struct {
     int encodes;
     encode_call enc[4];
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
+    mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
 } fake;
+
+static int slot_routed(const mt_variant *v)
+{
+    return !strcmp(v->family, "grouped_gemv") && mt_variant_int(v, "BLOCK_M", 0) == 1;
+}
 
 static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                             unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
@@ -46,6 +52,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
         if (fake.plan->step[st].fn == f) {
             if (fake.launches < 16)
                 fake.launched[fake.launches] = (mt_step)st;
+            if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
+                memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
             if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
         }
@@ -261,6 +269,67 @@ static void test_no_map_for_other_kernels(void **state)
     assert_true(fake.launches >= 4);
 }
 
+/* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
+ * launch; both GEMMs get the topk ids, the expert map, the error flag (the
+ * workspace's first word, which mt_moe_read_error reads) and the expert
+ * counts in their argument, a row block per slot; a plan that mixes it
+ * with an aligned GEMM2 is refused. */
+static void test_slot_routed_gemv(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 3, 16, 4, 512, 384);
+    p.has_expert_map = 1;
+    p.local_E = 8;
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    char msg[512] = "";
+    char *src = NULL;
+    const char *names[2] = {"mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4",
+                            "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4"};
+    const mt_step steps[2] = {MT_STEP_GEMM1, MT_STEP_GEMM2};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mt_rt_default_get(names[i], &plan.step[steps[i]].v, &src, msg, sizeof msg),
+                         MT_OK);
+        free(src);
+    }
+    fake_driver(0);
+    mt_moe_tensors t = fake_tensors();
+    t.expert_map = (const int32_t *)(uintptr_t)0x1A000000;   /* never read */
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    /* gemm1 (silu fused), gemm2, reduce: no alignment, no act step. */
+    assert_int_equal(fake.launches, 3);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_int_equal(fake.launched[2], MT_STEP_REDUCE);
+    for (int g = 0; g < 2; g++) {
+        const mt_gemv_slot_args *r = &fake.route[g];
+        assert_ptr_equal(r->topk_ids, t.topk_ids);
+        assert_ptr_equal(r->expert_map, t.expert_map);
+        assert_ptr_equal(r->error_flag, (int32_t *)(uintptr_t)0x80000000u);
+        assert_int_equal(r->num_experts, 16);
+        assert_int_equal(r->local_experts, 8);
+        assert_int_equal(r->gemm.num_slots, 12);
+        assert_int_equal(r->gemm.num_m_blocks, 12);   /* a row block per slot */
+    }
+    assert_int_equal(fake.route[0].gemm.K, 512);
+    assert_int_equal(fake.route[1].gemm.K, 384);
+    /* An aligned GEMM2 under a slot-routed GEMM1, even one claiming a
+     * BLOCK_M of 1 (variant text from a database): refused before any
+     * launch. */
+    mt_moe_plan mixed;
+    default_plan(&p, &mixed);
+    mixed.step[MT_STEP_GEMM1] = plan.step[MT_STEP_GEMM1];
+    mt_variant *g2 = &mixed.step[MT_STEP_GEMM2].v;
+    for (int i = 0; i < g2->nparams; i++)
+        if (!strcmp(g2->params[i].name, "BLOCK_M"))
+            strcpy(g2->params[i].value, "1");
+    fake_driver(0);
+    assert_int_not_equal(run(&mixed, &p, &t, msg, sizeof msg), MT_OK);
+    assert_non_null(strstr(msg, "route rows by slot"));
+    assert_int_equal(fake.launches, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_fp8_weight_maps),
         cmocka_unit_test(test_no_encoder),
         cmocka_unit_test(test_no_map_for_other_kernels),
+        cmocka_unit_test(test_slot_routed_gemv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

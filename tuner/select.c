@@ -57,6 +57,11 @@ static gemm_dims dims_of(const mt_problem *p, int second)
 #define GEMV_INFLIGHT (48.0 * 1024.0)
 #define GEMV_CTA_US 2.0
 #define GEMV_ROUND_US 1.0
+/* The alignment step a GEMM1 with aligned row blocks brings along (alone
+ * 6.5-8 us at one token on the H200, partly hidden under the next step:
+ * docs/PERFORMANCE.md, session 6), which a slot-routed grouped_gemv
+ * (BLOCK_M 1) does without. Counted in GEMM1's model only. */
+#define MODEL_ALIGN_US 4.0
 
 static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
@@ -79,7 +84,7 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     const double ctas = busy * mblocks * ceil(n_out / bn);
     const double waves = ceil(ctas / ((double)sm_count * per_sm));
     const double t_mem = fmax(bytes / bw, waves * (GEMV_CTA_US + rounds * GEMV_ROUND_US) * 1e-6);
-    return fmax(t_mem, t_fma) * 1e6;
+    return fmax(t_mem, t_fma) * 1e6 + (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US);
 }
 
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
@@ -145,7 +150,7 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     const double t_mem = full * fmax(wave_ctas * per_cta / bw, cta_s) +
                          (rest > 0.0 ? fmax(rest * per_cta / bw, cta_s) : 0.0);
     const double t = fmax(t_mem, flops / (790e12 * mma_eff));
-    return t * 1e6;
+    return t * 1e6 + (second ? 0.0 : MODEL_ALIGN_US);
 }
 
 typedef struct ranked {

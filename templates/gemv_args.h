@@ -1,0 +1,27 @@
+/*
+ * The kernel argument of grouped_gemv's slot-routed variants (BLOCK_M = 1):
+ * mt_gemm_args and what routing rows without the alignment step needs.
+ * Shared by the host (runtime/moe_launch.c) and the device code
+ * (grouped_gemv.cuh), like moe_args.h; kept apart from it so that the other
+ * families' sources, and the hashes of their templates, stay as they are.
+ */
+#ifndef MT_GEMV_ARGS_H
+#define MT_GEMV_ARGS_H
+
+#include "moe_args.h"
+
+/* Row block b is slot b (token b / topk); its expert is topk_ids[b], mapped
+ * through expert_map (NULL: the identity). An id outside [0, num_experts)
+ * sets *error_flag to 1 + that slot (as moe_align does) and the slot is
+ * dropped; a slot whose expert is not on this rank has no rows. The
+ * gemm.sorted_ids, block_expert and num_padded fields are not read. */
+typedef struct mt_gemv_slot_args {
+    mt_gemm_args gemm;
+    const int32_t *topk_ids;     /* [num_slots] */
+    const int32_t *expert_map;   /* [num_experts] global -> local, or NULL */
+    int32_t *error_flag;         /* [1] */
+    int32_t num_experts;
+    int32_t local_experts;
+} mt_gemv_slot_args;
+
+#endif
