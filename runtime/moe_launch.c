@@ -379,20 +379,23 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * as a programmatic dependent launch: it may start under the tail of the
  * launch ahead of it and waits inside for that one's results. The first
  * launch of a call is an ordinary one, so a call starts after everything
- * queued before it. MOETUNE_PDL=0 in the environment turns this off. */
+ * queued before it. MOETUNE_PDL=0 in the environment turns this off;
+ * MOETUNE_TRACE=1 prints every GEMM launch's arguments on stderr (to place
+ * an address a sanitizer reports). Both are read once per call. */
 typedef struct launch_seq {
     CUstream stream;
     int pdl;        /* the driver has cuLaunchKernelEx and it is not turned off */
+    int trace;      /* MOETUNE_TRACE=1 */
     int count;      /* kernels launched so far */
     mt_step last;   /* the step of the last one */
 } launch_seq;
 
 static launch_seq launch_seq_start(CUstream stream)
 {
-    const char *env = getenv("MOETUNE_PDL");
+    const char *env = getenv("MOETUNE_PDL"), *trace = getenv("MOETUNE_TRACE");
     launch_seq q = {.stream = stream, .pdl = mt_cu.cuLaunchKernelEx != NULL &&
                                              !(env && !strcmp(env, "0")),
-                    .last = MT_STEP_ALL};
+                    .trace = trace && !strcmp(trace, "1"), .last = MT_STEP_ALL};
     return q;
 }
 
@@ -498,13 +501,9 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
     return MT_OK;
 }
 
-/* MOETUNE_TRACE=1 in the environment: every GEMM launch's kernel, grid and
- * arguments on stderr (to place an address a sanitizer reports). */
+/* A GEMM launch's kernel, grid and arguments on stderr (launch_seq.trace). */
 static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt_gemm_args *g)
 {
-    const char *env = getenv("MOETUNE_TRACE");
-    if (!env || strcmp(env, "1"))
-        return;
     fprintf(stderr,
             "moetune: %s %s grid %u x %d threads: A %p B %p C %p lda %lld ldb %lld ldc %lld "
             "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld\n",
@@ -520,7 +519,8 @@ static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, un
                              const mt_problem *p, mt_gemm_args *g, mt_gemv_slot_args *route,
                              char *msg, size_t msg_size)
 {
-    trace_gemm(step, k, grid, g);
+    if (q->trace)
+        trace_gemm(step, k, grid, g);
     mt_status st = encode_weight_map(k, step, p, g, msg, msg_size);
     if (st)
         return st;

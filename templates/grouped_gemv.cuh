@@ -50,7 +50,6 @@ namespace mt {
 
 template <class Cfg> struct gemv_shape {
     using Q = quant_traits<Cfg::QUANT>;
-    static constexpr int THREADS = Cfg::WARPS * 32;
     static constexpr int EPC = 128 / Q::A_BITS;   /* elements per 16-byte chunk */
     static constexpr int PAIRS = Cfg::BN / 2;
     static constexpr int RG = PAIRS / Cfg::WARPS; /* pairs per warp */
@@ -124,10 +123,10 @@ __device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c)
     return d;
 }
 
-/* The rows of a tile's pass and where the pair's weights are. */
+/* The live rows of a tile's row block, compacted (shared memory). */
 struct gemv_rows {
-    const int64_t *arow, *crow;   /* shared: the block's live rows, compacted */
-    const float *w;               /* shared: their router weights */
+    const int64_t *arow, *crow;   /* A row and output row */
+    const float *w;               /* router weight */
 };
 
 /* One pass over K for rows r0 .. r0 + nv - 1 (nv <= V) of the block's live

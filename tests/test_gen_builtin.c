@@ -95,18 +95,26 @@ static int reason_count(const mt_prune_report *r, const char *reason)
     return 0;
 }
 
-/* Variants of grouped_gemm for arch under the filter pairs kv (NULL-ended). */
-static mt_variant *gemm_points(mt_gen *g, const char *arch, int defaults_only,
-                               const char *const *kv, size_t *n, mt_prune_report *r)
+/* Every quant mode of moetune/problem.h, by name. */
+static const char *const all_quants[] = {"none",        "fp8-tensor", "fp8-token", "fp8-block",
+                                         "int8-tensor", "int8-token", "int8-block", "w8a16",
+                                         "w4a16"};
+
+/* Variants of a GEMM family for arch under the filter pairs kv
+ * (NULL-ended); a value outside the family's domain admits none. */
+static mt_variant *family_points(mt_gen *g, const char *family, const char *arch,
+                                 int defaults_only, const char *const *kv, size_t *n,
+                                 mt_prune_report *r)
 {
-    mt_gen_filter f = {.family = "grouped_gemm", .arch = arch, .defaults_only = defaults_only};
+    mt_gen_filter f = {.family = family, .arch = arch, .defaults_only = defaults_only,
+                       .lenient_values = 1};
     for (int i = 0; kv[i]; i += 2, f.nparams++) {
         f.params[f.nparams].name = kv[i];
         f.params[f.nparams].value = kv[i + 1];
     }
     mt_variant *v = NULL;
     if (mt_gen_enumerate(g, &f, &v, n, r))
-        fail_msg("grouped_gemm for %s: %s", arch, mt_gen_errmsg(g));
+        fail_msg("%s for %s: %s", family, arch, mt_gen_errmsg(g));
     return v;
 }
 
@@ -124,7 +132,7 @@ static void test_split_k_pruning(void **state)
                               "epilogue", "store", NULL};
     size_t n = 0;
     mt_prune_report r;
-    mt_variant *v = gemm_points(g, "sm_90a", 0, kv, &n, &r);
+    mt_variant *v = family_points(g, "grouped_gemm", "sm_90a", 0, kv, &n, &r);
     int valid[9] = {0};   /* by SPLIT_K */
     int decode_unsplit = 0;
     for (size_t i = 0; i < n; i++) {
@@ -179,9 +187,7 @@ static void compile_all(mt_gen *g, const mt_variant *v, size_t n, const char *wh
 static void test_split_k_defaults_compile(void **state)
 {
     (void)state;
-    static const char *const quants[] = {"none",       "fp8-tensor", "fp8-token",
-                                         "fp8-block",  "int8-tensor", "int8-token",
-                                         "int8-block", "w8a16",       "w4a16"};
+    const char *const *quants = all_quants;
     static const char *const archs[] = {"sm_90a", "sm_80"};
     static const char *const formats[] = {"standard", "batched"};
     static const char *const epis[] = {"store", "silu", "gelu"};
@@ -195,7 +201,7 @@ static void test_split_k_defaults_compile(void **state)
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], "SPLIT_K", "4", NULL};
             size_t n = 0;
-            mt_variant *v = gemm_points(g, archs[a], 1, kv, &n, NULL);
+            mt_variant *v = family_points(g, "grouped_gemm", archs[a], 1, kv, &n, NULL);
             if (a == 1 && !strncmp(quants[q], "fp8", 3)) {
                 assert_int_equal(n, 0);
                 free(v);
@@ -270,9 +276,7 @@ static void test_sm90_defaults_not_serialized(void **state)
 static void test_gemv_defaults_compile(void **state)
 {
     (void)state;
-    static const char *const quants[] = {"none",        "fp8-tensor", "fp8-token", "fp8-block",
-                                         "int8-tensor", "int8-token", "int8-block", "w8a16",
-                                         "w4a16"};
+    const char *const *quants = all_quants;
     static const char *const archs[] = {"sm_90a", "sm_80"};
     mt_gen_config cfg = {.no_cache = 1};
     mt_gen *g = NULL;
@@ -282,14 +286,9 @@ static void test_gemv_defaults_compile(void **state)
         mt_variant sample[9];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
-            /* lenient: a mode outside the family's domain gives no variant */
-            mt_gen_filter f = {.family = "grouped_gemv", .arch = archs[a], .defaults_only = 1,
-                               .lenient_values = 1, .nparams = 1,
-                               .params = {{"quant", quants[q]}}};
-            mt_variant *v = NULL;
+            const char *const kv[] = {"quant", quants[q], NULL};
             size_t n = 0;
-            if (mt_gen_enumerate(g, &f, &v, &n, NULL))
-                fail_msg("grouped_gemv %s: %s", quants[q], mt_gen_errmsg(g));
+            mt_variant *v = family_points(g, "grouped_gemv", archs[a], 1, kv, &n, NULL);
             const int none = (a == 1 && !strncmp(quants[q], "fp8", 3)) || q >= 7;
             /* two tiles x dtype x format x epilogue, and the slot-routed
              * tile in the standard format */
