@@ -84,6 +84,16 @@ static int slot_routed(const mt_kernel *k)
     return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
 }
 
+/* Does the plan's GEMM2 add each token's topk slots itself (grouped_gemv's
+ * epilogue "sum"), so that the reduce step has nothing left to do? */
+static int gemm2_sums(const mt_moe_plan *plan)
+{
+    const char *epi = plan->step[MT_STEP_GEMM2].fn
+                          ? mt_variant_get(&plan->step[MT_STEP_GEMM2].v, "epilogue")
+                          : NULL;
+    return epi && !strcmp(epi, "sum");
+}
+
 /* CTAs per output tile of a GEMM kernel (1: not split-K). */
 static int64_t split_k(const mt_kernel *k) { return mt_variant_int(&k->v, "SPLIT_K", 1); }
 
@@ -93,7 +103,7 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     switch (s) {
     case MT_STEP_ALIGN:
         return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
-    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD;
+    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD && !gemm2_sums(plan);
     case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
     case MT_STEP_QUANT: return w8a8;
     default: return 1;
@@ -168,8 +178,18 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         (st = expect_param(g2, MT_STEP_GEMM2, "format", fmt, msg, msg_size)) ||
         (st = expect_param(g1, MT_STEP_GEMM1, "quant", qn, msg, msg_size)) ||
         (st = expect_param(g2, MT_STEP_GEMM2, "quant", qn, msg, msg_size)) ||
-        (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size)))
+        (!gemm2_sums(plan) && (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size))))
         return st;
+    const char *e1 = mt_variant_get(&g1->v, "epilogue");
+    if (e1 && !strcmp(e1, "sum"))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
+                       g1->v.name);
+    if (gemm2_sums(plan) && (!slot_routed(g2) || p->topk > MT_GEMV_SUM_MAX_TOPK))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s sums the topk slots per token, which needs a row block "
+                       "per token (grouped_gemv, BLOCK_M 1) and topk <= %d (topk=%lld)",
+                       g2->v.name, MT_GEMV_SUM_MAX_TOPK, (long long)p->topk);
     if (mt_quant_is_w8a8(p->quant.mode)) {
         /* quant: the GEMM1 input as is; act: the GEMM2 input, with the
          * activation unless gemm1 already applied it. */
@@ -255,12 +275,12 @@ typedef struct ws_layout {
 #define WS_FLAGS 4
 
 /* Output tiles of a GEMM kernel (its grid is that times SPLIT_K). A fused
- * epilogue's tile yields BLOCK_N / 2 columns. */
+ * activation's tile yields BLOCK_N / 2 columns. */
 static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_cols)
 {
     int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
     const char *epi = mt_variant_get(&k->v, "epilogue");
-    if (epi && strcmp(epi, "store") != 0)
+    if (epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0)
         bn /= 2;
     if (bn < 1)
         bn = 1;   /* a fused BLOCK_N of 1 (no template makes one): no division by 0 */
@@ -339,7 +359,9 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
               : p->apply_router_weight_on_input ? slots : p->M;
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
-    L.tiles2 = gemm_tiles(g2, L.num_m_blocks, p->K);
+    /* A summing GEMM2 takes a row block per token. */
+    const int sums = gemm2_sums(plan);
+    L.tiles2 = gemm_tiles(g2, sums ? p->M : L.num_m_blocks, p->K);
     L.grid1 = gemm_grid(g1, L.tiles1);
     L.grid2 = gemm_grid(g2, L.tiles2);
     const int split = split_k(g1) > 1 || split_k(g2) > 1;
@@ -361,7 +383,7 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
         L.q2 = take(&off, (size_t)L.rows * (size_t)p->N);
         L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows * act_scales_per_row(p, p->N)) * sizeof(float));
     }
-    L.c3 = take(&off, p->format == MT_FORMAT_STANDARD ? (size_t)L.rows * (size_t)p->K * es : 0);
+    L.c3 = take(&off, p->format == MT_FORMAT_STANDARD && !sums ? (size_t)L.rows * (size_t)p->K * es : 0);
     /* GEMM2 starts after GEMM1 ends on the stream: one region serves both. */
     const size_t pb1 = partial_bytes(g1, L.tiles1), pb2 = partial_bytes(g2, L.tiles2);
     L.partial = take(&off, pb1 > pb2 ? pb1 : pb2);
@@ -627,7 +649,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     const int32_t *emap = p->has_expert_map ? t->expert_map : NULL;
     const int64_t bm = mt_variant_int(&plan->step[MT_STEP_GEMM1].v, "BLOCK_M", 16);
     void *c1 = base + L.c1, *c2 = fused ? c1 : base + L.c2;
-    void *c3 = standard ? base + L.c3 : t->out;
+    /* GEMM2's output: per slot for the reduce step, or the result itself. */
+    void *c3 = standard && !gemm2_sums(plan) ? base + L.c3 : t->out;
     const int on_input = standard && p->apply_router_weight_on_input;
 
     /* Grids are 32-bit: a plan whose GEMM grid would not fit (a damaged
@@ -698,7 +721,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
     /* Slot-routed GEMMs (no alignment step) read the routing themselves. */
     mt_gemv_slot_args route = {.topk_ids = t->topk_ids, .expert_map = emap, .error_flag = flags,
-                               .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E};
+                               .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
+                               .topk = (int32_t)p->topk};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
                           &g1, &route, msg, msg_size)))
@@ -750,7 +774,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         (st = launch_gemm(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, p,
                           &g2, &route, msg, msg_size)))
         return st;
-    if (standard && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
+    if (mt_moe_plan_uses(plan, p, MT_STEP_REDUCE) && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
                              .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
                              .K = (int32_t)p->K, .num_experts = (int32_t)p->E};

@@ -123,6 +123,51 @@ __device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c)
     return d;
 }
 
+/* The dot product of a weight chunk and an A chunk: exact in int32 for
+ * int8 (16 products by dp4a), else fp32 over the converted values. */
+__device__ __forceinline__ int chunk_dot(const vec8 &w, const vec8 &a)
+{
+    int d = 0;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        d = dp4a(w.w[q], a.w[q], d);
+    return d;
+}
+template <int EPC> __device__ __forceinline__ float chunk_dot(const float (&w)[EPC], const float (&a)[EPC])
+{
+    float d = 0.f;
+#pragma unroll
+    for (int e = 0; e < EPC; e++)
+        d = fmaf(w[e], a[e], d);
+    return d;
+}
+
+/* The sum of x over the KL lanes of a pair (aligned groups of KL lanes,
+ * a fixed order: reproducible); every lane of the group gets it. */
+template <int KL, class X> __device__ __forceinline__ X pair_lanes_sum(X x)
+{
+#pragma unroll
+    for (int off = KL / 2; off >= 1; off >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, off);
+    return x;
+}
+
+/* A pair's two output values v0, v1 at C[at], C[at + 1] (ok: inside the
+ * product): one 32-bit store where both are and it is aligned. */
+template <class T>
+__device__ __forceinline__ void store_pair(T *C, int64_t at, const bool (&ok)[2], float v0, float v1)
+{
+    T *out = C + at;
+    if (ok[1] && (at & 1) == 0) {
+        *reinterpret_cast<uint32_t *>(out) = pack2<T>(v0, v1);
+    } else {
+        if (ok[0])
+            out[0] = from_float<T>(v0);
+        if (ok[1])
+            out[1] = from_float<T>(v1);
+    }
+}
+
 /* The live rows of a tile's row block, compacted (shared memory). */
 struct gemv_rows {
     const int64_t *arow, *crow;   /* A row and output row */
@@ -201,10 +246,7 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                     const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
 #pragma unroll
                     for (int j = 0; j < 2; j++) {
-                        int d = 0;
-#pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            d = dp4a(wc[u][j].w[q], ac.w[q], d);
+                        const int d = chunk_dot(wc[u][j], ac);
                         if constexpr (S::BLOCK)
                             acc[j][r] += (float)d * (sa * sw[j]);
                         else
@@ -223,10 +265,7 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                     const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
 #pragma unroll
                     for (int j = 0; j < 2; j++) {
-                        float d = 0.f;
-#pragma unroll
-                        for (int e = 0; e < EPC; e++)
-                            d = fmaf(wf[j].f[e], af.f[e], d);
+                        const float d = chunk_dot<EPC>(wf[j].f, af.f);
                         if constexpr (S::BLOCK)
                             acc[j][r] += d * (sa * sw[j]);
                         else
@@ -236,14 +275,11 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
             }
         }
     }
-    /* The pair's lanes add their sums (aligned groups of KL lanes). */
 #pragma unroll
-    for (int off = S::KL / 2; off >= 1; off >>= 1)
+    for (int j = 0; j < 2; j++)
 #pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int r = 0; r < V; r++)
-                acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j][r], off);
+        for (int r = 0; r < V; r++)
+            acc[j][r] = pair_lanes_sum<S::KL>(acc[j][r]);
     if (kl != 0)
         return;
     T *C = static_cast<T *>(a.C);
@@ -268,19 +304,35 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
         }
         /* ... and what write_tile makes of them: column n[0] of C (the
          * fused activation), or columns n[0] and n[0] + 1. */
-        T *out = C + crow * a.ldc + n[0];
         if constexpr (S::FUSED) {
             if (ok[0])
-                *out = from_float<T>(activate<Cfg::EPI - 1>(round_to<T>(v[0] * w)) * round_to<T>(v[1] * w));
-        } else if (ok[1] && ((crow * a.ldc + n[0]) & 1) == 0) {
-            *reinterpret_cast<uint32_t *>(out) = pack2<T>(v[0] * w, v[1] * w);
+                C[crow * a.ldc + n[0]] = from_float<T>(activate<Cfg::EPI - 1>(round_to<T>(v[0] * w)) * round_to<T>(v[1] * w));
         } else {
-            if (ok[0])
-                out[0] = from_float<T>(v[0] * w);
-            if (ok[1])
-                out[1] = from_float<T>(v[1] * w);
+            store_pair<T>(C, crow * a.ldc + n[0], ok, v[0] * w, v[1] * w);
         }
     }
+}
+
+/* This lane's pair of weight rows: tile columns c[0], c[1] (weight_row's
+ * numbering) of column block nb, their product columns n[] and whether
+ * they are inside it (ok[]), and the lane's place along K in the pair. */
+struct lane_pair {
+    int n[2];
+    bool ok[2];
+    int kl;
+};
+template <class Cfg> __device__ __forceinline__ lane_pair lane_pair_of(const mt_gemm_args &a, int nb)
+{
+    using S = gemv_shape<Cfg>;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int pair = warp * S::RG + lane / S::KL;
+    const int c[2] = {S::FUSED ? pair : 2 * pair, S::FUSED ? Cfg::BN / 2 + pair : 2 * pair + 1};
+    lane_pair lp;
+    lp.kl = lane % S::KL;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        lp.ok[j] = weight_row<Cfg>(a, nb, c[j], &lp.n[j]);
+    return lp;
 }
 
 /* The tile of CTA pid when a row block is one slot (BM = 1, gemv_args.h),
@@ -343,14 +395,10 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     }
     __syncthreads();
 
-    /* This lane's pair: tile columns c[0], c[1] (weight_row's numbering). */
-    const int pair = warp * S::RG + lane / S::KL, kl = lane % S::KL;
-    const int c[2] = {S::FUSED ? pair : 2 * pair, S::FUSED ? Cfg::BN / 2 + pair : 2 * pair + 1};
-    int n[2];
-    bool ok[2];
-#pragma unroll
-    for (int j = 0; j < 2; j++)
-        ok[j] = weight_row<Cfg>(a, nb, c[j], &n[j]);
+    const lane_pair lp = lane_pair_of<Cfg>(a, nb);
+    const int(&n)[2] = lp.n;
+    const bool(&ok)[2] = lp.ok;
+    const int kl = lp.kl;
     const gemv_rows rows = {s_arow, s_crow, s_w};
     const int live = s_live;
     for (int r0 = 0; r0 < live; r0 += S::PASS) {
@@ -368,6 +416,122 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
                 gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl);
         }
     }
+}
+
+/* GEMM2 with the topk sum in its epilogue (Cfg::SUM, BM = 1): CTA pid
+ * takes token pid / n_blocks and column block pid % n_blocks, and sums over
+ * the token's slots (those on this rank, in slot order; a bad id is flagged
+ * and dropped, as in slot_tile_of) w * (A[slot] . B[expert]) into row
+ * `token` of C in fp32, rounded once: the reduce step's result without the
+ * [slots, K] round trip and its launch (and without rounding each slot's
+ * product to T first). The work of the pair's lanes is the flat list of
+ * (slot, chunk) items, so that a short K (DeepSeek-V3's GEMM2: 16 chunks)
+ * still keeps UNROLL chunks of every lane in flight across the slots. */
+template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_args &s)
+{
+    using S = gemv_shape<Cfg>;
+    using Q = typename S::Q;
+    using T = typename Cfg::T;
+    constexpr int EPC = S::EPC;
+    static_assert(Cfg::BM == 1 && !S::FUSED && Cfg::FORMAT == 0, "the topk sum takes a token per row block");
+    __shared__ int64_t s_arow[MT_GEMV_SUM_MAX_TOPK];
+    __shared__ int s_expert[MT_GEMV_SUM_MAX_TOPK];
+    __shared__ float s_w[MT_GEMV_SUM_MAX_TOPK];
+    __shared__ int s_live;
+    pdl_enter();
+    const mt_gemm_args &a = s.gemm;
+    const int n_blocks = num_n_blocks<Cfg>(a), token = blockIdx.x / n_blocks, nb = blockIdx.x % n_blocks;
+    if ((int64_t)token * s.topk >= a.num_slots)
+        return;
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x < 32) {
+        const int slot = token * s.topk + lane;
+        int e = -1;
+        if (lane < s.topk && lane < MT_GEMV_SUM_MAX_TOPK) {
+            const int id = s.topk_ids[slot];
+            if (id < 0 || id >= s.num_experts) {
+                if (nb == 0)
+                    atomicCAS(s.error_flag, 0, slot + 1);
+            } else {
+                e = s.expert_map ? s.expert_map[id] : id;
+            }
+        }
+        const bool live = e >= 0 && e < s.local_experts;
+        const unsigned mask = __ballot_sync(0xffffffffu, live);
+        if (live) {
+            const int i = __popc(mask & ((1u << lane) - 1u));
+            s_arow[i] = slot / a.a_row_div;
+            s_expert[i] = e;
+            s_w[i] = a.row_weight ? a.row_weight[slot] : 1.0f;
+        }
+        if (lane == 0)
+            s_live = __popc(mask);
+    }
+    __syncthreads();
+
+    const lane_pair lp = lane_pair_of<Cfg>(a, nb);
+    const unsigned char *A = static_cast<const unsigned char *>(a.A);
+    const unsigned char *B = static_cast<const unsigned char *>(a.B);
+    const int chunks = a.K / EPC, items = s_live * chunks;
+    const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
+    float acc[2] = {0.f, 0.f};
+    for (int i0 = lp.kl; i0 < items; i0 += S::KL * Cfg::UNROLL) {
+        vec8 wc[Cfg::UNROLL][2];
+#pragma unroll
+        for (int u = 0; u < Cfg::UNROLL; u++) {
+            const int it = i0 + u * S::KL, r = it / chunks, c = it - r * chunks;
+            if (it < items)
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    wc[u][j] = ld_weight_chunk(B + ((int64_t)s_expert[r] * a.b_expert_stride +
+                                                    (int64_t)(lp.ok[j] ? lp.n[j] : 0) * a.ldb) *
+                                                       (Q::B_BITS / 8) + c * 16);
+        }
+#pragma unroll
+        for (int u = 0; u < Cfg::UNROLL; u++) {
+            const int it = i0 + u * S::KL, r = it / chunks, c = it - r * chunks;
+            if (it >= items)
+                break;
+            const int64_t arow = s_arow[r];
+            const int e = s_expert[r], kb = c * EPC / 128;
+            const vec8 ac = ld_act_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
+            /* The slot's scale of column n[j]: router weight times what
+             * stage_fragments (gemm_tile.cuh) multiplies the sum by. */
+            float sc[2];
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int n = lp.ok[j] ? lp.n[j] : 0;
+                if constexpr (Q::GRAN == 1)
+                    sc[j] = a.a_scale[0] * a.b_scale[e];
+                else if constexpr (Q::GRAN == 2)
+                    sc[j] = a.a_scale[arow] * a.b_scale[(int64_t)e * a.N + n];
+                else if constexpr (Q::GRAN == 3)
+                    sc[j] = a.a_scale[arow * a.a_scale_ld + kb] *
+                            a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
+                else
+                    sc[j] = 1.f;
+                sc[j] *= s_w[r];
+            }
+            if constexpr (S::INT_DOT) {
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+                    acc[j] = fmaf((float)chunk_dot(wc[u][j], ac), sc[j], acc[j]);
+            } else {
+                chunk_floats<Cfg, EPC> af, wf;
+                af.set(ac);
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    wf.set(wc[u][j]);
+                    acc[j] = fmaf(chunk_dot<EPC>(wf.f, af.f), sc[j], acc[j]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+        acc[j] = pair_lanes_sum<S::KL>(acc[j]);
+    if (lp.kl == 0)
+        store_pair<T>(static_cast<T *>(a.C), (int64_t)token * a.ldc + lp.n[0], lp.ok, acc[0], acc[1]);
 }
 
 /* Row blocks from the alignment step. */

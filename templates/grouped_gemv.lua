@@ -7,10 +7,14 @@
 -- costs nothing), or 1: a row block per slot, routed from topk_ids by the
 -- kernel itself, so the pipeline needs no alignment step (standard format;
 -- the kernel argument is mt_gemv_slot_args, gemv_args.h). BLOCK_N is the
--- weight rows of a CTA. Device code: grouped_gemv.cuh.
+-- weight rows of a CTA. The epilogue "sum" (BLOCK_M 1, GEMM2 only) takes a
+-- row block per token and adds its topk slots' products itself, so the
+-- pipeline has no reduce step either. Device code: grouped_gemv.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
-local EPI = { store = 0, silu = 1, gelu = 2 }
+-- "sum" stores like "store" (the tile_shape of gemm_tile.cuh): its own
+-- entry point does the summing.
+local EPI = { store = 0, silu = 1, gelu = 2, sum = 0 }
 local FORMAT = { standard = 0, batched = 1 }
 -- Values of mt_quant_mode; the weight-only modes have no variant here.
 local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
@@ -44,13 +48,13 @@ end
 
 return {
   family = "grouped_gemv",
-  version = 2,
+  version = 3,
   doc = "grouped matrix-vector products of the MoE experts for decode (CUDA cores, weight-bandwidth bound)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
-    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu", "sum" } },
     { name = "BLOCK_M",  abbrev = "m", values = { 1, 8, 16 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 8, 16, 32, 64 } },
     { name = "WARPS",    abbrev = "w", values = { 4, 8 } },
@@ -65,6 +69,9 @@ return {
     end
     if p.BLOCK_M == 1 and p.format ~= "standard" then
       return false, "a row block per slot needs the standard format's topk ids"
+    end
+    if p.epilogue == "sum" and p.BLOCK_M ~= 1 then
+      return false, "the topk sum takes a row block per token: BLOCK_M 1"
     end
     local s = shape(p)
     if s.pairs % p.WARPS ~= 0 or not (s.rg == 1 or s.rg == 2 or s.rg == 4) then
@@ -93,6 +100,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
       THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
-      ENTRY = p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
+      ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"
+              or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
   end,
 }

@@ -196,7 +196,7 @@ static void test_split_k_defaults_compile(void **state)
     if (mt_gen_open(&cfg, &g))
         fail_msg("templates: %s", mt_gen_errmsg(g));
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[9];
+        mt_variant sample[18];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], "SPLIT_K", "4", NULL};
@@ -271,8 +271,9 @@ static void test_sm90_defaults_not_serialized(void **state)
 
 /* The decode family (grouped_gemv): its three default tiles in every mode
  * it has (none and the six w8a8 modes; no weight-only variant) for every
- * dtype, format and epilogue; one kernel per mode compiles for sm_90a and
- * sm_80, where the fp8 modes are pruned for their conversions. */
+ * dtype, format and epilogue (the topk sum only with the slot-routed
+ * tile); one kernel per mode, and its topk-summing GEMM2, compile for
+ * sm_90a and sm_80, where the fp8 modes are pruned for their conversions. */
 static void test_gemv_defaults_compile(void **state)
 {
     (void)state;
@@ -283,18 +284,26 @@ static void test_gemv_defaults_compile(void **state)
     if (mt_gen_open(&cfg, &g))
         fail_msg("templates: %s", mt_gen_errmsg(g));
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[9];
+        mt_variant sample[18];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], NULL};
             size_t n = 0;
             mt_variant *v = family_points(g, "grouped_gemv", archs[a], 1, kv, &n, NULL);
             const int none = (a == 1 && !strncmp(quants[q], "fp8", 3)) || q >= 7;
-            /* two tiles x dtype x format x epilogue, and the slot-routed
-             * tile in the standard format */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 3);
+            /* two tiles x dtype x format x (store, silu, gelu), and the
+             * slot-routed tile in the standard format, with "sum" too */
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 4);
             if (n)
                 sample[ns++] = v[(q * 7) % n];
+            size_t sums = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(mt_variant_get(&v[i], "epilogue"), "sum")) {
+                    assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
+                    if (sums++ == 0)
+                        sample[ns++] = v[i];
+                }
+            assert_int_equal(sums, none ? 0 : 2);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);

@@ -36,6 +36,7 @@ static struct {
     encode_call enc[4];
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
+    unsigned grid[2];           /* and their grids */
 } fake;
 
 static int slot_routed(const mt_variant *v)
@@ -54,8 +55,10 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 fake.launched[fake.launches] = (mt_step)st;
             if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
-            if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
+            if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) {
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
+                fake.grid[st == MT_STEP_GEMM2] = gx;
+            }
         }
     fake.launches++;
     return CUDA_SUCCESS;
@@ -269,6 +272,15 @@ static void test_no_map_for_other_kernels(void **state)
     assert_true(fake.launches >= 4);
 }
 
+/* Step s of plan becomes the built-in default variant `name`. */
+static void set_gemm(mt_moe_plan *plan, mt_step s, const char *name)
+{
+    char msg[256], *src = NULL;
+    if (mt_rt_default_get(name, &plan->step[s].v, &src, msg, sizeof msg))
+        fail_msg("%s: %s", name, msg);
+    free(src);
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -284,15 +296,8 @@ static void test_slot_routed_gemv(void **state)
     mt_moe_plan plan;
     default_plan(&p, &plan);
     char msg[512] = "";
-    char *src = NULL;
-    const char *names[2] = {"mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4",
-                            "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4"};
-    const mt_step steps[2] = {MT_STEP_GEMM1, MT_STEP_GEMM2};
-    for (int i = 0; i < 2; i++) {
-        assert_int_equal(mt_rt_default_get(names[i], &plan.step[steps[i]].v, &src, msg, sizeof msg),
-                         MT_OK);
-        free(src);
-    }
+    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4");
     fake_driver(0);
     mt_moe_tensors t = fake_tensors();
     t.expert_map = (const int32_t *)(uintptr_t)0x1A000000;   /* never read */
@@ -330,6 +335,56 @@ static void test_slot_routed_gemv(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* A GEMM2 that sums each token's topk slots (grouped_gemv, epilogue
+ * "sum"): no reduce launch, a CTA per token and column block, the output
+ * tensor as its C; refused as GEMM1 and for a topk over what one warp of
+ * the kernel tabulates. */
+static void test_token_sum_gemv(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 3, 16, 4, 512, 384);
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    char msg[512] = "";
+    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4");
+    fake_driver(0);
+    mt_moe_tensors t = fake_tensors();
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 2);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_REDUCE));
+    const mt_gemv_slot_args *r = &fake.route[1];
+    assert_int_equal(r->topk, 4);
+    assert_ptr_equal(r->gemm.C, t.out);
+    assert_int_equal(r->gemm.ldc, 512);
+    assert_ptr_equal(r->gemm.row_weight, t.topk_weights);
+    assert_int_equal(fake.grid[1], 3 * (512 / 16));    /* tokens x column blocks */
+    assert_int_equal(fake.grid[0], 12 * (384 / 8));    /* slots x column blocks (silu: 8 a CTA) */
+    /* The workspace has no per-slot GEMM2 output. */
+    mt_moe_plan per_slot = plan;
+    set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4");
+    assert_true(mt_moe_workspace_size(&plan, &p) + 12 * 512 * 2 <= mt_moe_workspace_size(&per_slot, &p));
+
+    mt_problem wide = p;
+    wide.E = 64;
+    wide.topk = 33;
+    wide.local_E = 64;
+    fake_driver(0);
+    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "topk <= 32"));
+    assert_int_equal(fake.launches, 0);
+
+    mt_moe_plan first = plan;
+    first.step[MT_STEP_GEMM1] = plan.step[MT_STEP_GEMM2];
+    fake_driver(0);
+    assert_int_equal(run(&first, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "only GEMM2"));
+    assert_int_equal(fake.launches, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_no_encoder),
         cmocka_unit_test(test_no_map_for_other_kernels),
         cmocka_unit_test(test_slot_routed_gemv),
+        cmocka_unit_test(test_token_sum_gemv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

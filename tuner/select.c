@@ -62,6 +62,11 @@ static gemm_dims dims_of(const mt_problem *p, int second)
  * docs/PERFORMANCE.md, session 6), which a slot-routed grouped_gemv
  * (BLOCK_M 1) does without. Counted in GEMM1's model only. */
 #define MODEL_ALIGN_US 4.0
+/* Likewise the reduce step a GEMM2 that stores per slot leaves (alone
+ * 4.7-5.3 us at one token on the H200, session 6), which a GEMM2 summing
+ * the topk itself (grouped_gemv's epilogue "sum") does without. Counted in
+ * GEMM2's model only. */
+#define MODEL_REDUCE_US 3.0
 
 static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
@@ -69,6 +74,10 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     const double bn = (double)mt_variant_int(v, "BLOCK_N", 16);
     const double threads = fmax(32.0, (double)v->threads);
     const double unroll = (double)mt_variant_int(v, "UNROLL", 2);
+    /* "sum": a CTA per token and column block, walking the token's slots. */
+    const char *epi = mt_variant_get(v, "epilogue");
+    const int sums = second && epi && !strcmp(epi, "sum");
+    const double per_cta = sums ? (double)p->topk : 1.0;
     const gemm_dims d = dims_of(p, second);
     const double rows = d.rows, slots = d.slots, busy = d.busy, n_out = d.n_out, k = d.k, wb = d.wb;
     const double mblocks = ceil(rows / bm);
@@ -80,11 +89,12 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     const double bw = MODEL_BW * fmin(1.0, inflight / GEMV_INFLIGHT);
     /* Lanes along K per pair of rows: 32 / (pairs per warp). */
     const double lanes_k = 32.0 / fmax(1.0, bn / 2.0 / (threads / 32.0));
-    const double rounds = ceil(k / (16.0 / wb * lanes_k * unroll));
-    const double ctas = busy * mblocks * ceil(n_out / bn);
+    const double rounds = ceil(per_cta * k / (16.0 / wb * lanes_k * unroll));
+    const double ctas = (sums ? (double)p->M : busy * mblocks) * ceil(n_out / bn);
     const double waves = ceil(ctas / ((double)sm_count * per_sm));
     const double t_mem = fmax(bytes / bw, waves * (GEMV_CTA_US + rounds * GEMV_ROUND_US) * 1e-6);
-    return fmax(t_mem, t_fma) * 1e6 + (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US);
+    const double steps_us = (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US) - (sums ? MODEL_REDUCE_US : 0.0);
+    return fmax(0.1, fmax(t_mem, t_fma) * 1e6 + steps_us);
 }
 
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
@@ -235,8 +245,9 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
                 continue;
             if (!bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;
-        } else if (strcmp(epi, "store") || mt_variant_int(&all[i], "BLOCK_M", 0) != block_m) {
-            continue;
+        } else if ((strcmp(epi, "store") && strcmp(epi, "sum")) ||
+                   mt_variant_int(&all[i], "BLOCK_M", 0) != block_m) {
+            continue;   /* "sum" only exists with BLOCK_M 1 (grouped_gemv) */
         }
         r[m].idx = i;
         r[m].us = mt_gemm_model_us(&all[i], p, stage == 2, sm_count);

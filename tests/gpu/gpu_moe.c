@@ -22,6 +22,7 @@
 #include "moetune/oracle.h"
 #include "tests/gpu/moe_matrix.h"
 #include "tuner/harness.h"
+#include "tuner/kernel_set.h"
 
 static int setup(void **state)
 {
@@ -131,14 +132,22 @@ static const char *bf16_gemm(const char *epilogue, int split)
     return NULL;
 }
 
-/* A plan of the loaded kernels around gemm1 g1, and a workspace for it. */
-static void plan_with_workspace(const mt_problem *p, const char *g1, mt_moe_plan *plan,
-                                CUdeviceptr *ws, size_t *ws_size)
+/* A plan of the loaded kernels around gemm1 g1 (and gemm2 g2; NULL: g1's
+ * store sibling), and a workspace for it. */
+static void plan_with_workspace(const mt_problem *p, const char *g1, const char *g2,
+                                mt_moe_plan *plan, CUdeviceptr *ws, size_t *ws_size)
 {
     char msg[256];
     assert_non_null(g1);
     if (mt_plan_compose(&mm_kernels, p, g1, plan, msg, sizeof msg))
         fail_msg("%s", msg);
+    if (g2) {
+        const mt_kernel *k = mt_kernel_set_find(&mm_kernels, g2);
+        assert_non_null(k);
+        plan->step[MT_STEP_GEMM2] = *k;
+        if (mt_moe_plan_check(plan, p, msg, sizeof msg))
+            fail_msg("%s", msg);
+    }
     *ws_size = mt_moe_workspace_size(plan, p);
     assert_int_equal(mt_cu.cuMemAlloc(ws, *ws_size), CUDA_SUCCESS);
 }
@@ -159,8 +168,9 @@ static const char *bf16_slot_gemv(const char *epilogue)
 }
 
 /* An out-of-range topk id is reported through the device-side flag: set by
- * the alignment step, or, without one, by the slot-routed GEMMs. */
-static void check_bad_topk_id(const char *g1)
+ * the alignment step, or, without one, by the slot-routed GEMMs (g2 NULL:
+ * g1's store sibling). */
+static void check_bad_topk_id(const char *g1, const char *g2)
 {
     char msg[256];
     mt_problem p;
@@ -174,11 +184,11 @@ static void check_bad_topk_id(const char *g1)
     mt_moe_plan plan;
     CUdeviceptr ws;
     size_t ws_size;
-    plan_with_workspace(&d.p, g1, &plan, &ws, &ws_size);
+    plan_with_workspace(&d.p, g1, g2, &plan, &ws, &ws_size);
     assert_int_equal(mt_moe_run(&plan, &d.p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg), MT_OK);
     assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
     assert_int_equal(mt_moe_read_error(ws, &d.p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
-    printf("bad topk id reported (%s): %s\n", g1, msg);
+    printf("bad topk id reported (%s, %s): %s\n", g1, plan.step[MT_STEP_GEMM2].v.name, msg);
     assert_non_null(strstr(msg, "topk_ids[2][1]"));
     mt_cu.cuMemFree(ws);
     mt_problem_data_free(&d);
@@ -187,8 +197,9 @@ static void check_bad_topk_id(const char *g1)
 static void test_bad_topk_id_flagged(void **state)
 {
     (void)state;
-    check_bad_topk_id(bf16_gemm("store", 0));
-    check_bad_topk_id(bf16_slot_gemv("store"));
+    check_bad_topk_id(bf16_gemm("store", 0), NULL);
+    check_bad_topk_id(bf16_slot_gemv("store"), NULL);
+    check_bad_topk_id(bf16_slot_gemv("store"), bf16_slot_gemv("sum"));
 }
 
 /* A split-K plan is deterministic: the last CTA of a tile adds the K
@@ -211,7 +222,7 @@ static void test_split_k_deterministic(void **state)
     mt_moe_plan plan;
     CUdeviceptr ws;
     size_t ws_size;
-    plan_with_workspace(&p, g1, &plan, &ws, &ws_size);
+    plan_with_workspace(&p, g1, NULL, &plan, &ws, &ws_size);
     const size_t bytes = (size_t)(p.M * p.K) * mt_dtype_size(p.dtype);
     enum { RUNS = 5 };
     unsigned char *got[RUNS];

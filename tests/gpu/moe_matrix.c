@@ -97,6 +97,16 @@ static void check(const char *what, const char *desc, const char *kernel, double
            kernel, err, (long long)nans);
 }
 
+/* The loaded GEMM2 that sums the topk slots per token (grouped_gemv,
+ * epilogue "sum") and is g2 in every other parameter, or NULL. */
+static const mt_kernel *sum_sibling(const mt_kernel *g2)
+{
+    for (size_t i = 0; i < mm_kernels.n; i++)
+        if (mt_variant_same_but(&mm_kernels.k[i].v, &g2->v, "epilogue", "sum"))
+            return &mm_kernels.k[i];
+    return NULL;
+}
+
 void mm_run_case(const qcase *c, uint64_t seed)
 {
     char msg[512], desc[256];
@@ -176,58 +186,73 @@ void mm_run_case(const qcase *c, uint64_t seed)
             mm_failures++;
             continue;
         }
-        size_t need = mt_moe_workspace_size(&plan, &p);
-        if (need > ws_size) {
-            if (ws)
-                mt_cu.cuMemFree(ws);
-            assert_int_equal(mt_cu.cuMemAlloc(&ws, need), CUDA_SUCCESS);
-            ws_size = need;
-        }
-        /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
-        assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
-        assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
-        /* MT_GPU_PRINT_PTRS=1: where each tensor of the run lives, to place
-         * an address that compute-sanitizer reports. */
-        if (getenv("MT_GPU_PRINT_PTRS"))
-            printf("PTRS %s: hidden %p w1 %p w2 %p out %p topk_ids %p topk_weights %p "
-                   "expert_map %p expert_num_tokens %p w1_scale %p w2_scale %p a1_scale %p "
-                   "workspace 0x%llx (%zu bytes)\n",
-                   v->name, d.d.hidden, d.d.w1, d.d.w2, d.d.out, (const void *)d.d.topk_ids,
-                   (const void *)d.d.topk_weights, (const void *)d.d.expert_map,
-                   (const void *)d.d.expert_num_tokens, (const void *)d.d.w1_scale,
-                   (const void *)d.d.w2_scale, (const void *)d.d.a1_scale, (unsigned long long)ws,
-                   ws_size);
-        st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
-        if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
-            st = MT_ERR_KERNEL_FAULT;
-            snprintf(msg, sizeof msg, "the mm_kernels faulted");
-        }
-        if (st == MT_OK && !batched)
-            st = mt_moe_read_error(ws, &p, msg, sizeof msg);
-        if (st) {
-            printf("FAIL run %s %s: %s: %s\n", desc, v->name, mt_status_str(st), msg);
-            mm_failures++;
-            assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
-            continue;
-        }
-        assert_int_equal(mt_cu.cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d.d.out, out_bytes), CUDA_SUCCESS);
-        int64_t nans = 0;
-        double err;
-        if (batched) {
-            err = mt_rel_l2(got, p.dtype, bref, live, nlive, p.K, &nans);
-            check("experts", desc, v->name, err, nans, tol);
-            assert_int_equal(mt_cu.cuMemsetD8Async(comb, 0xFF, (size_t)(p.M * p.K) * es, mm_stream), CUDA_SUCCESS);
-            st = mt_moe_combine(&plan, &p, (CUdeviceptr)(uintptr_t)d.d.out, d.d_slot_row,
-                                p.apply_router_weight_on_input ? 0 : (CUdeviceptr)(uintptr_t)d.d.topk_weights,
-                                comb, mm_stream, msg, sizeof msg);
-            assert_int_equal(st, MT_OK);
-            assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
-            assert_int_equal(mt_cu.cuMemcpyDtoH(got_comb, comb, (size_t)(p.M * p.K) * es), CUDA_SUCCESS);
-            err = mt_rel_l2(got_comb, p.dtype, ref, tokens, ntok, p.K, &nans);
-            check("final", desc, v->name, err, nans, tol);
-        } else {
-            err = mt_rel_l2(got, p.dtype, ref, tokens, ntok, p.K, &nans);
-            check("fused", desc, v->name, err, nans, tol);
+        /* A slot-routed pipeline runs twice: GEMM2 storing per slot (then the
+         * reduce step), and GEMM2 summing each token's slots itself. */
+        const mt_kernel *sum2 = sum_sibling(&plan.step[MT_STEP_GEMM2]);
+        for (int pass = 0; pass < (sum2 ? 2 : 1); pass++) {
+            const char *name = v->name;
+            if (pass == 1) {
+                plan.step[MT_STEP_GEMM2] = *sum2;
+                name = sum2->v.name;
+                if ((st = mt_moe_plan_check(&plan, &p, msg, sizeof msg))) {
+                    printf("FAIL plan %s %s: %s\n", desc, name, msg);
+                    mm_failures++;
+                    continue;
+                }
+            }
+            size_t need = mt_moe_workspace_size(&plan, &p);
+            if (need > ws_size) {
+                if (ws)
+                    mt_cu.cuMemFree(ws);
+                assert_int_equal(mt_cu.cuMemAlloc(&ws, need), CUDA_SUCCESS);
+                ws_size = need;
+            }
+            /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
+            assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
+            assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
+            /* MT_GPU_PRINT_PTRS=1: where each tensor of the run lives, to place
+             * an address that compute-sanitizer reports. */
+            if (getenv("MT_GPU_PRINT_PTRS"))
+                printf("PTRS %s: hidden %p w1 %p w2 %p out %p topk_ids %p topk_weights %p "
+                       "expert_map %p expert_num_tokens %p w1_scale %p w2_scale %p a1_scale %p "
+                       "workspace 0x%llx (%zu bytes)\n",
+                       name, d.d.hidden, d.d.w1, d.d.w2, d.d.out, (const void *)d.d.topk_ids,
+                       (const void *)d.d.topk_weights, (const void *)d.d.expert_map,
+                       (const void *)d.d.expert_num_tokens, (const void *)d.d.w1_scale,
+                       (const void *)d.d.w2_scale, (const void *)d.d.a1_scale, (unsigned long long)ws,
+                       ws_size);
+            st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
+            if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
+                st = MT_ERR_KERNEL_FAULT;
+                snprintf(msg, sizeof msg, "the mm_kernels faulted");
+            }
+            if (st == MT_OK && !batched)
+                st = mt_moe_read_error(ws, &p, msg, sizeof msg);
+            if (st) {
+                printf("FAIL run %s %s: %s: %s\n", desc, name, mt_status_str(st), msg);
+                mm_failures++;
+                assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
+                continue;
+            }
+            assert_int_equal(mt_cu.cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d.d.out, out_bytes), CUDA_SUCCESS);
+            int64_t nans = 0;
+            double err;
+            if (batched) {
+                err = mt_rel_l2(got, p.dtype, bref, live, nlive, p.K, &nans);
+                check("experts", desc, name, err, nans, tol);
+                assert_int_equal(mt_cu.cuMemsetD8Async(comb, 0xFF, (size_t)(p.M * p.K) * es, mm_stream), CUDA_SUCCESS);
+                st = mt_moe_combine(&plan, &p, (CUdeviceptr)(uintptr_t)d.d.out, d.d_slot_row,
+                                    p.apply_router_weight_on_input ? 0 : (CUdeviceptr)(uintptr_t)d.d.topk_weights,
+                                    comb, mm_stream, msg, sizeof msg);
+                assert_int_equal(st, MT_OK);
+                assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
+                assert_int_equal(mt_cu.cuMemcpyDtoH(got_comb, comb, (size_t)(p.M * p.K) * es), CUDA_SUCCESS);
+                err = mt_rel_l2(got_comb, p.dtype, ref, tokens, ntok, p.K, &nans);
+                check("final", desc, name, err, nans, tol);
+            } else {
+                err = mt_rel_l2(got, p.dtype, ref, tokens, ntok, p.K, &nans);
+                check("fused", desc, name, err, nans, tol);
+            }
         }
     }
     if (tried == 0 && only) {
