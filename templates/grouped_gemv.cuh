@@ -37,7 +37,10 @@
  * BM = 1 routes rows without the alignment step (standard format only):
  * row block b is slot b and its expert comes from topk_ids in the kernel's
  * own argument (gemv_args.h), so the pipeline has no alignment launch;
- * slots sharing an expert read its weights once each.
+ * slots sharing an expert read its weights once each. With the epilogue
+ * "sum" (GEMM2 only) row block b is token b instead, and the kernel adds
+ * the token's slots itself (grouped_gemv_token_sums), so the pipeline has
+ * no reduce launch either.
  *
  * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, and for
  * gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.

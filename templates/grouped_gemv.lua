@@ -58,8 +58,9 @@ return {
     { name = "BLOCK_M",  abbrev = "m", values = { 1, 8, 16 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 8, 16, 32, 64 } },
     { name = "WARPS",    abbrev = "w", values = { 4, 8 } },
-    -- 16-byte weight chunks a lane has in flight per weight row.
-    { name = "UNROLL",   abbrev = "u", values = { 2, 4 } },
+    -- 16-byte weight chunks a lane has in flight per weight row (8: one
+    -- row a pass only, for the registers).
+    { name = "UNROLL",   abbrev = "u", values = { 2, 4, 8 } },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -69,6 +70,9 @@ return {
     end
     if p.BLOCK_M == 1 and p.format ~= "standard" then
       return false, "a row block per slot needs the standard format's topk ids"
+    end
+    if p.UNROLL == 8 and p.BLOCK_M ~= 1 then
+      return false, "UNROLL 8 holds the chunks of one row a pass: BLOCK_M 1"
     end
     if p.epilogue == "sum" and p.BLOCK_M ~= 1 then
       return false, "the topk sum takes a row block per token: BLOCK_M 1"
