@@ -91,11 +91,6 @@ if [ "$phase" != tune-only ]; then
       continue
     fi
     start=$(date +%s)
-    tleft=$(( ${MT_TUNE_BUDGET:-100000} - (start - t_start) ))
-    [ "$tleft" -lt "$lim" ] && lim=$tleft
-    if [ "$lim" -lt 10 ]; then
-      echo "== tune $name: not run (tuning budget ${MT_TUNE_BUDGET:-} s spent)"; rc=1; continue
-    fi
     # shellcheck disable=SC2086 # $shape is a list of options
     timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
       --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1

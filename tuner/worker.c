@@ -262,8 +262,11 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
  * in one of these parameters, one parameter at a time, each round starting
  * from the best so far (coordinate descent). The model of select.c ranks
  * tile shapes; it cannot tell pipeline depths, warp layouts or prefetch
- * hints apart, so these are settled on the GPU. */
-static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE", NULL};
+ * hints apart, so these are settled on the GPU; nor grouped_gemv's chunks
+ * in flight and warps per CTA (UNROLL, WARPS: the first stage takes one
+ * tile of each shape, so it times one of them). */
+static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE",
+                                            "UNROLL",   "WARPS",  NULL};
 
 static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
 {
