@@ -171,6 +171,16 @@ __device__ __forceinline__ void store_pair(T *C, int64_t at, const bool (&ok)[2]
     }
 }
 
+/* The weight chunks of the next round become this round's (registers). */
+template <int U> __device__ __forceinline__ void copy_round(vec8 (&to)[U][2], const vec8 (&from)[U][2])
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            to[u][j] = from[u][j];
+}
+
 /* The live rows of a tile's row block, compacted (shared memory). */
 struct gemv_rows {
     const int64_t *arow, *crow;   /* A row and output row */
@@ -220,15 +230,30 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
             acc[j][r] = 0;
 
     const int chunks = a.K / EPC;
-    for (int c0 = kl; c0 < chunks; c0 += S::KL * Cfg::UNROLL) {
-        vec8 wc[Cfg::UNROLL][2];
+    constexpr int STEP = S::KL * Cfg::UNROLL;
+    /* One row a pass (V = 1): the next round's weight chunks are loaded
+     * before this round's products, so a lane has two rounds in flight
+     * and a long K is not a chain of load latencies. */
+    constexpr bool AHEAD = V == 1;
+    auto load_round = [&](vec8 (&w)[Cfg::UNROLL][2], int c0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
             const int c = c0 + u * S::KL;
             if (c < chunks)
 #pragma unroll
                 for (int j = 0; j < 2; j++)
-                    wc[u][j] = ld_weight_chunk(wrow[j] + c * 16);
+                    w[u][j] = ld_weight_chunk(wrow[j] + c * 16);
+        }
+    };
+    vec8 wc[Cfg::UNROLL][2], wn[Cfg::UNROLL][2];
+    if constexpr (AHEAD)
+        load_round(wc, kl);
+    for (int c0 = kl; c0 < chunks; c0 += STEP) {
+        if constexpr (AHEAD) {
+            if (c0 + STEP < chunks)
+                load_round(wn, c0 + STEP);
+        } else {
+            load_round(wc, c0);
         }
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
@@ -277,6 +302,8 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                 }
             }
         }
+        if constexpr (AHEAD)
+            copy_round<Cfg::UNROLL>(wc, wn);
     }
 #pragma unroll
     for (int j = 0; j < 2; j++)
@@ -477,19 +504,27 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
     const unsigned char *B = static_cast<const unsigned char *>(a.B);
     const int chunks = a.K / EPC, items = s_live * chunks;
     const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
-    float acc[2] = {0.f, 0.f};
-    for (int i0 = lp.kl; i0 < items; i0 += S::KL * Cfg::UNROLL) {
-        vec8 wc[Cfg::UNROLL][2];
+    constexpr int STEP = S::KL * Cfg::UNROLL;
+    /* The next round's weight chunks load before this round's products
+     * (as gemv_pass does for one row). */
+    auto load_round = [&](vec8 (&w)[Cfg::UNROLL][2], int i0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
             const int it = i0 + u * S::KL, r = it / chunks, c = it - r * chunks;
             if (it < items)
 #pragma unroll
                 for (int j = 0; j < 2; j++)
-                    wc[u][j] = ld_weight_chunk(B + ((int64_t)s_expert[r] * a.b_expert_stride +
-                                                    (int64_t)(lp.ok[j] ? lp.n[j] : 0) * a.ldb) *
-                                                       (Q::B_BITS / 8) + c * 16);
+                    w[u][j] = ld_weight_chunk(B + ((int64_t)s_expert[r] * a.b_expert_stride +
+                                                   (int64_t)(lp.ok[j] ? lp.n[j] : 0) * a.ldb) *
+                                                      (Q::B_BITS / 8) + c * 16);
         }
+    };
+    float acc[2] = {0.f, 0.f};
+    vec8 wc[Cfg::UNROLL][2], wn[Cfg::UNROLL][2];
+    load_round(wc, lp.kl);
+    for (int i0 = lp.kl; i0 < items; i0 += STEP) {
+        if (i0 + STEP < items)
+            load_round(wn, i0 + STEP);
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
             const int it = i0 + u * S::KL, r = it / chunks, c = it - r * chunks;
@@ -529,6 +564,7 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
                 }
             }
         }
+        copy_round<Cfg::UNROLL>(wc, wn);
     }
 #pragma unroll
     for (int j = 0; j < 2; j++)
