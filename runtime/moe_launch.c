@@ -185,11 +185,14 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
                        g1->v.name);
-    if (gemm2_sums(plan) && (!slot_routed(g2) || p->topk > MT_GEMV_SUM_MAX_TOPK))
+    if (gemm2_sums(plan) && !slot_routed(g2))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm2 kernel %s sums the topk slots per token, which needs a row block "
-                       "per token (grouped_gemv, BLOCK_M 1) and topk <= %d (topk=%lld)",
-                       g2->v.name, MT_GEMV_SUM_MAX_TOPK, (long long)p->topk);
+                       "per token (grouped_gemv, BLOCK_M 1)", g2->v.name);
+    if (gemm2_sums(plan) && p->topk > MT_GEMV_SUM_MAX_TOPK)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s sums at most %d topk slots per token; the problem has "
+                       "topk=%lld", g2->v.name, MT_GEMV_SUM_MAX_TOPK, (long long)p->topk);
     if (mt_quant_is_w8a8(p->quant.mode)) {
         /* quant: the GEMM1 input as is; act: the GEMM2 input, with the
          * activation unless gemm1 already applied it. */

@@ -374,7 +374,20 @@ static void test_token_sum_gemv(void **state)
     wide.local_E = 64;
     fake_driver(0);
     assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
-    assert_non_null(strstr(msg, "topk <= 32"));
+    assert_non_null(strstr(msg, "at most 32 topk slots per token; the problem has topk=33"));
+    assert_int_equal(fake.launches, 0);
+
+    /* A summing GEMM2 that does not route by slot (a damaged database's
+     * variant text): refused, for that reason. */
+    mt_moe_plan aligned = plan;
+    mt_variant *g2 = &aligned.step[MT_STEP_GEMM2].v;
+    for (int i = 0; i < g2->nparams; i++)
+        if (!strcmp(g2->params[i].name, "BLOCK_M"))
+            strcpy(g2->params[i].value, "8");
+    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4");
+    fake_driver(0);
+    assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "needs a row block per token"));
     assert_int_equal(fake.launches, 0);
 
     mt_moe_plan first = plan;

@@ -206,6 +206,26 @@ static void test_select_gemv_for_decode(void **state)
     assert_true(k > 0);
     for (size_t i = 0; i < k; i++)
         assert_string_equal(both[pick[i]].family, "grouped_gemv");
+    /* GEMM2 under a slot-routed GEMM1: row blocks of one slot, storing, or
+     * one token, summing its slots; the summing tiles only where the plan
+     * check takes them (topk <= 32). */
+    static const int64_t topks[] = {8, 40};
+    for (int t = 0; t < 2; t++) {
+        mt_problem q = qwen3(1);
+        q.topk = topks[t];
+        k = mt_select_stage(both, nall + ngv, &q, 2, 1, SM_COUNT, 12, pick);
+        int sums = 0;
+        for (size_t i = 0; i < k; i++) {
+            assert_int_equal(mt_variant_int(&both[pick[i]], "BLOCK_M", 0), 1);
+            sums += !strcmp(mt_variant_get(&both[pick[i]], "epilogue"), "sum");
+        }
+        printf("  qwen3 M=1 topk %lld: %d of %zu GEMM2 picks sum\n", (long long)q.topk, sums, k);
+        assert_int_equal(k, 12);
+        if (t == 0)
+            assert_true(sums > 0 && sums < 12);
+        else
+            assert_int_equal(sums, 0);
+    }
     free(both);
     free(gv);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/defaults.h"
+#include "templates/gemv_args.h"
 
 /* Calibration, from GEMM kernels timed alone on the H200 (tuner logs and
  * `moetune bench` step times, docs/PERFORMANCE.md, session 4): */
@@ -246,8 +247,9 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
             if (!bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;
         } else if ((strcmp(epi, "store") && strcmp(epi, "sum")) ||
-                   mt_variant_int(&all[i], "BLOCK_M", 0) != block_m) {
-            continue;   /* "sum" only exists with BLOCK_M 1 (grouped_gemv) */
+                   mt_variant_int(&all[i], "BLOCK_M", 0) != block_m ||
+                   (!strcmp(epi, "sum") && p->topk > MT_GEMV_SUM_MAX_TOPK)) {
+            continue;   /* "sum": BLOCK_M 1 only (grouped_gemv), topk <= 32 (the plan check) */
         }
         r[m].idx = i;
         r[m].us = mt_gemm_model_us(&all[i], p, stage == 2, sm_count);

@@ -110,6 +110,9 @@ static void test_matrix(void **state)
         {33, 512, 8, 256, 128, MT_DTYPE_BF16, MT_FORMAT_STANDARD, MT_ACT_SILU, 1, 0, MT_ROUTING_UNIFORM},
         {33, 512, 8, 256, 128, MT_DTYPE_FP16, MT_FORMAT_BATCHED, MT_ACT_SILU, 0, 1, MT_ROUTING_UNIFORM},
         {5, 8, 8, 136, 72, MT_DTYPE_BF16, MT_FORMAT_STANDARD, MT_ACT_SILU, 0, 0, MT_ROUTING_UNIFORM},
+        /* topk 32: a token's slots fill the warp that tabulates them in
+         * the summing GEMM2 (grouped_gemv, epilogue "sum"; its limit) */
+        {5, 64, 32, 128, 128, MT_DTYPE_BF16, MT_FORMAT_STANDARD, MT_ACT_SILU, 1, 0, MT_ROUTING_UNIFORM},
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++, idx++)
         run_case(&extra[i], 1000u + (uint64_t)idx);
@@ -190,6 +193,18 @@ static void check_bad_topk_id(const char *g1, const char *g2)
     assert_int_equal(mt_moe_read_error(ws, &d.p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
     printf("bad topk id reported (%s, %s): %s\n", g1, plan.step[MT_STEP_GEMM2].v.name, msg);
     assert_non_null(strstr(msg, "topk_ids[2][1]"));
+    if (g2) {
+        /* GEMM1 flagged it first: clear the flag and run GEMM2 alone, so
+         * that the id is seen by the kernel under test. */
+        assert_int_equal(mt_cu.cuMemsetD8(ws, 0, sizeof(int32_t)), CUDA_SUCCESS);
+        assert_int_equal(mt_moe_run_steps(&plan, &d.p, &d.d, ws, ws_size, MT_STEP_BIT(MT_STEP_GEMM2),
+                                          mm_stream, msg, sizeof msg),
+                         MT_OK);
+        assert_int_equal(mt_cu.cuStreamSynchronize(mm_stream), CUDA_SUCCESS);
+        assert_int_equal(mt_moe_read_error(ws, &d.p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
+        printf("bad topk id reported by %s alone: %s\n", g2, msg);
+        assert_non_null(strstr(msg, "topk_ids[2][1]"));
+    }
     mt_cu.cuMemFree(ws);
     mt_problem_data_free(&d);
 }
