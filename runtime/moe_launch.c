@@ -84,14 +84,18 @@ static int slot_routed(const mt_kernel *k)
     return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
 }
 
-/* Does the plan's GEMM2 add each token's topk slots itself (grouped_gemv's
- * epilogue "sum"), so that the reduce step has nothing left to do? */
+/* Does GEMM kernel k add each token's topk slots itself (grouped_gemv's
+ * epilogue "sum"), a row block per token? */
+static int sums_topk(const mt_kernel *k)
+{
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    return epi && !strcmp(epi, "sum");
+}
+
+/* Does the plan's GEMM2 do so, leaving the reduce step nothing to do? */
 static int gemm2_sums(const mt_moe_plan *plan)
 {
-    const char *epi = plan->step[MT_STEP_GEMM2].fn
-                          ? mt_variant_get(&plan->step[MT_STEP_GEMM2].v, "epilogue")
-                          : NULL;
-    return epi && !strcmp(epi, "sum");
+    return plan->step[MT_STEP_GEMM2].fn && sums_topk(&plan->step[MT_STEP_GEMM2]);
 }
 
 /* CTAs per output tile of a GEMM kernel (1: not split-K). */
@@ -180,8 +184,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         (st = expect_param(g2, MT_STEP_GEMM2, "quant", qn, msg, msg_size)) ||
         (!gemm2_sums(plan) && (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size))))
         return st;
-    const char *e1 = mt_variant_get(&g1->v, "epilogue");
-    if (e1 && !strcmp(e1, "sum"))
+    if (sums_topk(g1))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
                        g1->v.name);
@@ -283,7 +286,7 @@ static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_
 {
     int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
     const char *epi = mt_variant_get(&k->v, "epilogue");
-    if (epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0)
+    if (epi && strcmp(epi, "store") != 0 && !sums_topk(k))
         bn /= 2;
     if (bn < 1)
         bn = 1;   /* a fused BLOCK_N of 1 (no template makes one): no division by 0 */

@@ -281,6 +281,15 @@ static void set_gemm(mt_moe_plan *plan, mt_step s, const char *name)
     free(src);
 }
 
+/* v's BLOCK_M text becomes `value`, as a damaged database's variant text
+ * could say, the kernel behind it unchanged. */
+static void claim_block_m(mt_variant *v, const char *value)
+{
+    for (int i = 0; i < v->nparams; i++)
+        if (!strcmp(v->params[i].name, "BLOCK_M"))
+            strcpy(v->params[i].value, value);
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -325,10 +334,7 @@ static void test_slot_routed_gemv(void **state)
     mt_moe_plan mixed;
     default_plan(&p, &mixed);
     mixed.step[MT_STEP_GEMM1] = plan.step[MT_STEP_GEMM1];
-    mt_variant *g2 = &mixed.step[MT_STEP_GEMM2].v;
-    for (int i = 0; i < g2->nparams; i++)
-        if (!strcmp(g2->params[i].name, "BLOCK_M"))
-            strcpy(g2->params[i].value, "1");
+    claim_block_m(&mixed.step[MT_STEP_GEMM2].v, "1");
     fake_driver(0);
     assert_int_not_equal(run(&mixed, &p, &t, msg, sizeof msg), MT_OK);
     assert_non_null(strstr(msg, "route rows by slot"));
@@ -380,10 +386,7 @@ static void test_token_sum_gemv(void **state)
     /* A summing GEMM2 that does not route by slot (a damaged database's
      * variant text): refused, for that reason. */
     mt_moe_plan aligned = plan;
-    mt_variant *g2 = &aligned.step[MT_STEP_GEMM2].v;
-    for (int i = 0; i < g2->nparams; i++)
-        if (!strcmp(g2->params[i].name, "BLOCK_M"))
-            strcpy(g2->params[i].value, "8");
+    claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
     set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4");
     fake_driver(0);
     assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);

@@ -70,9 +70,7 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
             g1 = &set->k[i];
     if (!g1)
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
-    for (size_t i = 0; i < set->n && !g2; i++)
-        if (mt_variant_same_but(&set->k[i].v, &g1->v, "epilogue", "store"))
-            g2 = &set->k[i];
+    g2 = mt_kernel_set_find_sibling(set, &g1->v, "epilogue", "store");
     const char *dt = mt_dtype_name(p->dtype), *act = mt_activation_name(p->activation);
     const char *const none_kv[] = {NULL};
     const char *const act_kv[] = {"dtype", dt, "activation", act, NULL};

@@ -16,6 +16,15 @@ const mt_kernel *mt_kernel_set_find(const mt_kernel_set *set, const char *name)
     return NULL;
 }
 
+const mt_kernel *mt_kernel_set_find_sibling(const mt_kernel_set *set, const mt_variant *like,
+                                            const char *param, const char *value)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (mt_variant_same_but(&set->k[i].v, like, param, value))
+            return &set->k[i];
+    return NULL;
+}
+
 mt_status mt_kernel_set_add(mt_kernel_set *set, mt_gen *g, const mt_variant *v, size_t n,
                             char *msg, size_t msg_size)
 {

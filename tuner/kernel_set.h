@@ -12,5 +12,9 @@ mt_status mt_kernel_set_add(mt_kernel_set *set, mt_gen *g, const mt_variant *v, 
                             char *msg, size_t msg_size);
 /* The loaded kernel named `name`, or NULL. */
 const mt_kernel *mt_kernel_set_find(const mt_kernel_set *set, const char *name);
+/* The first loaded kernel that is `like` but for param = value (its store
+ * sibling: "epilogue", "store"), or NULL. */
+const mt_kernel *mt_kernel_set_find_sibling(const mt_kernel_set *set, const mt_variant *like,
+                                            const char *param, const char *value);
 
 #endif

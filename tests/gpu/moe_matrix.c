@@ -12,6 +12,7 @@
 
 #include "common/util.h"
 #include "moetune/oracle.h"
+#include "tuner/kernel_set.h"
 
 
 mt_gpu mm_gpu;
@@ -97,16 +98,6 @@ static void check(const char *what, const char *desc, const char *kernel, double
            kernel, err, (long long)nans);
 }
 
-/* The loaded GEMM2 that sums the topk slots per token (grouped_gemv,
- * epilogue "sum") and is g2 in every other parameter, or NULL. */
-static const mt_kernel *sum_sibling(const mt_kernel *g2)
-{
-    for (size_t i = 0; i < mm_kernels.n; i++)
-        if (mt_variant_same_but(&mm_kernels.k[i].v, &g2->v, "epilogue", "sum"))
-            return &mm_kernels.k[i];
-    return NULL;
-}
-
 void mm_run_case(const qcase *c, uint64_t seed)
 {
     char msg[512], desc[256];
@@ -187,8 +178,10 @@ void mm_run_case(const qcase *c, uint64_t seed)
             continue;
         }
         /* A slot-routed pipeline runs twice: GEMM2 storing per slot (then the
-         * reduce step), and GEMM2 summing each token's slots itself. */
-        const mt_kernel *sum2 = sum_sibling(&plan.step[MT_STEP_GEMM2]);
+         * reduce step), and GEMM2 summing each token's slots itself
+         * (grouped_gemv, epilogue "sum"). */
+        const mt_kernel *sum2 =
+            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum");
         for (int pass = 0; pass < (sum2 ? 2 : 1); pass++) {
             const char *name = v->name;
             if (pass == 1) {
