@@ -42,7 +42,7 @@
  * the token's slots itself (grouped_gemv_token_sums), so the pipeline has
  * no reduce launch either.
  *
- * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, and for
+ * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, AHEAD, and for
  * gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
  */
 #pragma once
@@ -171,14 +171,35 @@ __device__ __forceinline__ void store_pair(T *C, int64_t at, const bool (&ok)[2]
     }
 }
 
-/* The weight chunks of the next round become this round's (registers). */
-template <int U> __device__ __forceinline__ void copy_round(vec8 (&to)[U][2], const vec8 (&from)[U][2])
+/* A lane's walk over its work items first, first + step, ... < end in
+ * rounds: load(w, i0) fills the round's U weight chunks (two rows each)
+ * into registers, body(w, i0) multiplies them. AHEAD: the next round's
+ * chunks are loaded before this round's products, so that a lane has two
+ * rounds in flight and a long K is not a chain of load latencies; it
+ * doubles the registers for chunks, which costs occupancy where K has few
+ * rounds to hide (the template's AHEAD parameter: the tuner chooses). */
+template <bool AHEAD, int U, class Load, class Body>
+__device__ __forceinline__ void stream_rounds(int first, int end, int step, Load load, Body body)
 {
+    vec8 wc[U][2], wn[U][2];
+    if constexpr (AHEAD)
+        load(wc, first);
+    for (int i0 = first; i0 < end; i0 += step) {
+        if constexpr (AHEAD) {
+            if (i0 + step < end)
+                load(wn, i0 + step);
+        } else {
+            load(wc, i0);
+        }
+        body(wc, i0);
+        if constexpr (AHEAD) {
 #pragma unroll
-    for (int u = 0; u < U; u++)
+            for (int u = 0; u < U; u++)
 #pragma unroll
-        for (int j = 0; j < 2; j++)
-            to[u][j] = from[u][j];
+                for (int j = 0; j < 2; j++)
+                    wc[u][j] = wn[u][j];
+        }
+    }
 }
 
 /* The live rows of a tile's row block, compacted (shared memory). */
@@ -230,11 +251,6 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
             acc[j][r] = 0;
 
     const int chunks = a.K / EPC;
-    constexpr int STEP = S::KL * Cfg::UNROLL;
-    /* One row a pass (V = 1): the next round's weight chunks are loaded
-     * before this round's products, so a lane has two rounds in flight
-     * and a long K is not a chain of load latencies. */
-    constexpr bool AHEAD = V == 1;
     auto load_round = [&](vec8 (&w)[Cfg::UNROLL][2], int c0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
@@ -245,16 +261,7 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                     w[u][j] = ld_weight_chunk(wrow[j] + c * 16);
         }
     };
-    vec8 wc[Cfg::UNROLL][2], wn[Cfg::UNROLL][2];
-    if constexpr (AHEAD)
-        load_round(wc, kl);
-    for (int c0 = kl; c0 < chunks; c0 += STEP) {
-        if constexpr (AHEAD) {
-            if (c0 + STEP < chunks)
-                load_round(wn, c0 + STEP);
-        } else {
-            load_round(wc, c0);
-        }
+    auto multiply_round = [&](const vec8 (&wc)[Cfg::UNROLL][2], int c0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
             const int c = c0 + u * S::KL;
@@ -302,9 +309,11 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                 }
             }
         }
-        if constexpr (AHEAD)
-            copy_round<Cfg::UNROLL>(wc, wn);
-    }
+    };
+    /* Lookahead in one-row passes only: more rows multiply more per chunk
+     * loaded and hold more registers already. */
+    stream_rounds<V == 1 && Cfg::AHEAD, Cfg::UNROLL>(kl, chunks, S::KL * Cfg::UNROLL, load_round,
+                                                     multiply_round);
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -448,7 +457,7 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     }
 }
 
-/* GEMM2 with the topk sum in its epilogue (Cfg::SUM, BM = 1): CTA pid
+/* GEMM2 with the topk sum in its epilogue (epilogue "sum", BM = 1): CTA pid
  * takes token pid / n_blocks and column block pid % n_blocks, and sums over
  * the token's slots (those on this rank, in slot order; a bad id is flagged
  * and dropped, as in slot_tile_of) w * (A[slot] . B[expert]) into row
@@ -504,9 +513,6 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
     const unsigned char *B = static_cast<const unsigned char *>(a.B);
     const int chunks = a.K / EPC, items = s_live * chunks;
     const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
-    constexpr int STEP = S::KL * Cfg::UNROLL;
-    /* The next round's weight chunks load before this round's products
-     * (as gemv_pass does for one row). */
     auto load_round = [&](vec8 (&w)[Cfg::UNROLL][2], int i0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
@@ -520,11 +526,7 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
         }
     };
     float acc[2] = {0.f, 0.f};
-    vec8 wc[Cfg::UNROLL][2], wn[Cfg::UNROLL][2];
-    load_round(wc, lp.kl);
-    for (int i0 = lp.kl; i0 < items; i0 += STEP) {
-        if (i0 + STEP < items)
-            load_round(wn, i0 + STEP);
+    auto multiply_round = [&](const vec8 (&wc)[Cfg::UNROLL][2], int i0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
             const int it = i0 + u * S::KL, r = it / chunks, c = it - r * chunks;
@@ -564,8 +566,8 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
                 }
             }
         }
-        copy_round<Cfg::UNROLL>(wc, wn);
-    }
+    };
+    stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round);
 #pragma unroll
     for (int j = 0; j < 2; j++)
         acc[j] = pair_lanes_sum<S::KL>(acc[j]);

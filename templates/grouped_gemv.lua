@@ -40,7 +40,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 8,  BLOCK_N = 16, WARPS = 8, UNROLL = 4 },
       { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4 } }) do
-    local d = { quant = q }
+    local d = { quant = q, AHEAD = 1 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -48,7 +48,7 @@ end
 
 return {
   family = "grouped_gemv",
-  version = 3,
+  version = 4,
   doc = "grouped matrix-vector products of the MoE experts for decode (CUDA cores, weight-bandwidth bound)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
@@ -61,6 +61,10 @@ return {
     -- 16-byte weight chunks a lane has in flight per weight row (8: one
     -- row a pass only, for the registers).
     { name = "UNROLL",   abbrev = "u", values = { 2, 4, 8 } },
+    -- 1: a one-row pass (and the topk sum) loads the next round of chunks
+    -- before it multiplies this one: two rounds in flight, for long K, at
+    -- twice the chunk registers (version 4).
+    { name = "AHEAD",    abbrev = "a", values = { 0, 1 } },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -95,6 +99,7 @@ struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
+    static constexpr bool AHEAD = ${AHEAD};
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
@@ -103,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
-      THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
+      AHEAD = p.AHEAD == 1 and "true" or "false", THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
       ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"
               or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
   end,

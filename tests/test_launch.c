@@ -305,8 +305,8 @@ static void test_slot_routed_gemv(void **state)
     mt_moe_plan plan;
     default_plan(&p, &plan);
     char msg[512] = "";
-    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4");
-    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4");
+    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1");
     fake_driver(0);
     mt_moe_tensors t = fake_tensors();
     t.expert_map = (const int32_t *)(uintptr_t)0x1A000000;   /* never read */
@@ -353,8 +353,8 @@ static void test_token_sum_gemv(void **state)
     mt_moe_plan plan;
     default_plan(&p, &plan);
     char msg[512] = "";
-    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4");
-    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4");
+    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1");
     fake_driver(0);
     mt_moe_tensors t = fake_tensors();
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
@@ -371,7 +371,7 @@ static void test_token_sum_gemv(void **state)
     assert_int_equal(fake.grid[0], 12 * (384 / 8));    /* slots x column blocks (silu: 8 a CTA) */
     /* The workspace has no per-slot GEMM2 output. */
     mt_moe_plan per_slot = plan;
-    set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4");
+    set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1");
     assert_true(mt_moe_workspace_size(&plan, &p) + 12 * 512 * 2 <= mt_moe_workspace_size(&per_slot, &p));
 
     mt_problem wide = p;
@@ -387,7 +387,7 @@ static void test_token_sum_gemv(void **state)
      * variant text): refused, for that reason. */
     mt_moe_plan aligned = plan;
     claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
-    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4");
+    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
     fake_driver(0);
     assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "needs a row block per token"));
