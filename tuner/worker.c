@@ -3,14 +3,15 @@
  *
  * Per M: the untuned default pipeline and cuBLAS are measured first (the
  * baselines), then stage 1 times the most promising GEMM1 tiles (each with
- * its GEMM2 sibling), stage 2 times GEMM2 tiles under the best GEMM1 (GEMM1
- * and GEMM2 have other shapes and may want other tiles; they must share
- * BLOCK_M because they share the alignment), stage 3 refines the best
- * pair one parameter at a time by measurement (refine below). The
- * candidates of a stage are compiled together, in parallel, before they
- * are timed one by one. Every candidate is checked
- * against the reference before it is timed; the winner is the fastest
- * correct pipeline, and only if it beats the default is it stored as
+ * its GEMM2 sibling), stage 1b the pipelines the database holds for this M
+ * and its nearest tuned neighbours (measure_neighbours), stage 2 times
+ * GEMM2 tiles under the best GEMM1 (GEMM1 and GEMM2 have other shapes and
+ * may want other tiles; they must share BLOCK_M because they share the
+ * alignment), stage 3 refines the best pair one parameter at a time by
+ * measurement (refine below). The candidates of a stage are compiled
+ * together, in parallel, before they are timed one by one. Every candidate
+ * is checked against the reference before it is timed; the winner is the
+ * fastest correct pipeline, and only if it beats the default is it stored as
  * "moetune" (else the default is stored).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -257,16 +258,92 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
     return *g1 && *g2;
 }
 
+/* Stage 1b: the pipelines the database holds for this problem at M and at
+ * the nearest tuned M on either side. A tile that wins at a neighbouring M
+ * often wins here too, but the model's ranking need not put it among its
+ * picks (and this M's stored pipeline is then timed in the same run as the
+ * new candidates). Entries whose kernels are no longer variants here (other
+ * templates) or that the --param filters exclude are passed over for the
+ * next nearest; the untuned default pair is timed already. */
+typedef struct stored_pair {
+    int64_t M;
+    const mt_variant *g1, *g2;
+} stored_pair;
+
+typedef struct stored_scan {
+    const worker *w;
+    const mt_db_key *key;
+    stored_pair *at;
+    size_t n, cap;
+    int no_memory;
+} stored_scan;
+
+static int scan_stored(const mt_db_entry *e, void *ctx)
+{
+    stored_scan *s = ctx;
+    const char *k1 = mt_db_pipeline_kernel(&e->pipeline, "gemm1");
+    const char *k2 = mt_db_pipeline_kernel(&e->pipeline, "gemm2");
+    if (!k1 || !k2 || !same_key(&e->key, s->key))
+        return 0;
+    stored_pair p = {e->M, by_name(s->w, k1, strlen(k1)), by_name(s->w, k2, strlen(k2))};
+    if (!p.g1 || !p.g2 || !admitted(s->w->o, p.g1) || !admitted(s->w->o, p.g2))
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        stored_pair *at = realloc(s->at, cap * sizeof *at);
+        if (!at) {
+            s->no_memory = 1;
+            return 1;
+        }
+        s->at = at, s->cap = cap;
+    }
+    s->at[s->n++] = p;
+    return 0;
+}
+
+static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
+                                    const mt_variant *d1, const mt_variant *d2, char *msg,
+                                    size_t msg_size)
+{
+    stored_scan s = {.w = w, .key = key};
+    mt_db_filter f = {.sku = key->sku, .E = key->E};
+    mt_status st = mt_db_foreach_entry(w->db, &f, scan_stored, &s);
+    if (st)
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    else if (s.no_memory)
+        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    /* Entries come ordered by M: the last below M, the one at M, the first above. */
+    const stored_pair *pick[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < s.n && !st; i++) {
+        const stored_pair *p = &s.at[i];
+        if (p->M < M)
+            pick[0] = p;
+        else if (p->M == M)
+            pick[1] = p;
+        else if (!pick[2])
+            pick[2] = p;
+    }
+    for (int i = 0; i < 3 && !st; i++) {
+        if (!pick[i] || (pick[i]->g1 == d1 && pick[i]->g2 == d2))
+            continue;
+        char text[1024];
+        pipeline_text("", pick[i]->g1, pick[i]->g2, text, sizeof text);
+        st = measure_one(w, key, M, text, pick[i]->g1, pick[i]->g2, msg, msg_size);
+    }
+    free(s.at);
+    return st;
+}
+
 /* Stage 3, by measurement: starting from the best pipeline, time the
  * variants of the search set that differ from its GEMM1 (then its GEMM2)
  * in one of these parameters, one parameter at a time, each round starting
  * from the best so far (coordinate descent). The model of select.c ranks
  * tile shapes; it cannot tell pipeline depths, warp layouts or prefetch
  * hints apart, so these are settled on the GPU; nor grouped_gemv's chunks
- * in flight and warps per CTA (UNROLL, WARPS: the first stage takes one
- * tile of each shape, so it times one of them). */
+ * in flight, warps per CTA and lookahead (UNROLL, WARPS, AHEAD: the first
+ * stage takes one tile of each shape, so it times one of them). */
 static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE",
-                                            "UNROLL",   "WARPS",  NULL};
+                                            "UNROLL",   "WARPS",  "AHEAD",   NULL};
 
 static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
 {
@@ -448,7 +525,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         pipeline_text("", g1, g2, text, sizeof text);
         st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
     }
-    if (st)
+    if (st || (st = measure_neighbours(w, &key, M, d1, d2, msg, msg_size)))
         goto done;
     /* Stage 2: GEMM2 tiles under the best GEMM1. */
     best_scan b;
