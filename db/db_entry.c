@@ -90,8 +90,9 @@ mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
 
 static int ok_time(double t) { return isfinite(t) && t >= 0; }
 
-mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
-                          mt_db_put_outcome *outcome)
+/* replace: e becomes the entry whatever the stored one's time. */
+static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id, int replace,
+                           mt_db_put_outcome *outcome)
 {
     if (!db || !e)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_entry: NULL argument")
@@ -122,7 +123,8 @@ mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id
     DB_CHECK(db, rc, "find entry");
     mt_db_put_outcome out = MT_DB_PUT_INSERTED;
     if (rc == SQLITE_ROW)
-        out = e->time_us < sqlite3_column_double(s, 0) ? MT_DB_PUT_REPLACED : MT_DB_PUT_KEPT;
+        out = replace || e->time_us < sqlite3_column_double(s, 0) ? MT_DB_PUT_REPLACED
+                                                                   : MT_DB_PUT_KEPT;
     if (out != MT_DB_PUT_KEPT)
         st = exec_values(db, "INSERT OR REPLACE INTO entry (" VALUE_COLS ") VALUES ("
                          VALUE_PARAMS ")", e, key_id, provenance_id, "store entry");
@@ -131,6 +133,18 @@ mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id
 fail:
     sqlite3_finalize(s);
     return mt_db__end(db, st);
+}
+
+mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                          mt_db_put_outcome *outcome)
+{
+    return put_entry(db, e, provenance_id, 0, outcome);
+}
+
+mt_status mt_db_replace_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                              mt_db_put_outcome *outcome)
+{
+    return put_entry(db, e, provenance_id, 1, outcome);
 }
 
 /* Nearest-M rule in SQL: smallest |M - Mt|, then the larger Mt, then the

@@ -353,6 +353,18 @@ static void test_put_entry_keeps_faster(void **state)
     bad = make_entry(&k, 5, 1.0, NULL, NULL);
     assert_int_not_equal(mt_db_put_entry(db, &bad, prov + 100, NULL), MT_OK);   /* no such provenance */
     assert_int_equal(count_entries(db, 1), 4);   /* the failed put left nothing */
+    /* A result that beat the stored pipeline in its own run replaces the
+     * entry even at a higher time than the stored one (from another run). */
+    mt_db_entry slower = make_entry(&k, 128, 11.0, NULL, NULL);
+    mt_db_put_outcome out;
+    CHECK_OK(db, mt_db_replace_entry(db, &slower, prov, &out));
+    assert_int_equal(out, MT_DB_PUT_REPLACED);
+    mt_db_entry got;
+    CHECK_OK(db, mt_db_lookup(db, &k, 128, &got, NULL));
+    assert_true(got.time_us == 11.0);
+    assert_int_equal(count_entries(db, 0), 1);
+    assert_int_equal(count_entries(db, 1), 5);
+    assert_int_equal(mt_db_replace_entry(db, &bad, prov + 100, NULL) == MT_OK, 0);
     mt_db_close(db);
 }
 

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tests/support.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,16 +332,10 @@ static void test_refines_the_winner(void **state)
     assert_int_equal(sc.found, 1);
 }
 
-/* Stage 1b: tuning an M times the pipelines stored at its nearest tuned
- * neighbours. The pair stored at M = 2048 is a 128-row tile with the other
- * STAGES and BLOCK_N than the default set's (the best that a --param
- * filtered run times at M = 4096), which no stage at M = 16 reaches by
- * itself: the model ranks small row blocks first, stage 2 keeps the best
- * GEMM1's BLOCK_M, stage 3 varies STAGES of that. An entry at M = 256 whose
- * GEMM1 is no variant any more (other templates) is passed over without
- * error, so M = 2048 is the neighbour above (and M = 4096 is not). */
+/* Put M = 4096's entry at M with time_us, GEMM1 and GEMM2 renamed (g1 NULL:
+ * kept). */
 static void put_pair_at(const char *path, const mt_db_key *key, int64_t M, const char *g1,
-                        const char *g2)
+                        const char *g2, double time_us)
 {
     mt_db *db = NULL;
     mt_db_entry e;
@@ -349,15 +344,27 @@ static void put_pair_at(const char *path, const mt_db_key *key, int64_t M, const
     assert_int_equal(mt_db_lookup(db, key, 4096, &e, NULL), MT_OK);
     assert_int_equal(mt_db_put_provenance(db, &e.prov, &prov), MT_OK);
     e.M = M;
+    e.time_us = time_us;
     for (int i = 0; i < e.pipeline.nsteps; i++) {
         mt_db_step *st = &e.pipeline.steps[i];
-        if (!strcmp(st->role, "gemm1") || !strcmp(st->role, "gemm2"))
+        if (g1 && (!strcmp(st->role, "gemm1") || !strcmp(st->role, "gemm2")))
             mt_strlcpy(st->kernel, st->role[4] == '1' ? g1 : g2, sizeof st->kernel);
     }
     assert_int_equal(mt_db_put_entry(db, &e, prov, NULL), MT_OK);
     mt_db_close(db);
 }
 
+/* Stage 1b: tuning an M times the pipelines stored at it and at its
+ * nearest tuned neighbours, and the run's winner replaces the stored
+ * entry. The pair stored at M = 2048 is a 128-row tile with the other
+ * STAGES and BLOCK_N than the default set's (the best that a --param
+ * filtered run times at M = 4096), which no stage at M = 16 reaches by
+ * itself: the model ranks small row blocks first, stage 2 keeps the best
+ * GEMM1's BLOCK_M, stage 3 varies STAGES of that. An entry at M = 256 whose
+ * GEMM1 is no variant any more (other templates) is passed over without
+ * error, so M = 2048 is the neighbour above (and M = 4096 is not). The
+ * entry at M = 16 itself holds M = 4096's pair at 0.5 us (as if from a
+ * faster run): it is timed again and replaced. */
 static void test_times_the_neighbours_winners(void **state)
 {
     (void)state;
@@ -384,8 +391,9 @@ static void test_times_the_neighbours_winners(void **state)
 
     mt_db_key key;
     assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
-    put_pair_at(path, &key, 2048, g1, g2);
-    put_pair_at(path, &key, 256, "mtk_grouped_gemm_retired_tile", g2);
+    put_pair_at(path, &key, 2048, g1, g2, 1000.0);
+    put_pair_at(path, &key, 256, "mtk_grouped_gemm_retired_tile", g2, 1000.0);
+    put_pair_at(path, &key, 16, NULL, NULL, 0.5);   /* M = 4096's pair */
 
     o.nonly = 0;
     o.Ms[0] = 16;
@@ -399,8 +407,23 @@ static void test_times_the_neighbours_winners(void **state)
     mt_db *db = NULL;
     assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
     assert_int_equal(mt_db_foreach_candidate(db, scan_pair, &want), MT_OK);
-    mt_db_close(db);
     assert_int_equal(want.found, 1);
+    pair_scan stored = {.M = 16};
+    mt_db_entry e;
+    int exact = 0;
+    assert_int_equal(mt_db_lookup(db, &key, 4096, &e, NULL), MT_OK);
+    snprintf(stored.text, sizeof stored.text, "gemm1=%s;gemm2=%s",
+             mt_db_pipeline_kernel(&e.pipeline, "gemm1"), mt_db_pipeline_kernel(&e.pipeline, "gemm2"));
+    assert_string_not_equal(stored.text, want.text);
+    assert_int_equal(mt_db_foreach_candidate(db, scan_pair, &stored), MT_OK);
+    assert_int_equal(stored.found, 1);
+    /* The stored entry at M = 16 (0.5 us, "another run") was timed again
+     * with the rest: the run's winner replaced it. */
+    assert_int_equal(mt_db_lookup(db, &key, 16, &e, &exact), MT_OK);
+    assert_int_equal(exact, 1);
+    assert_true(e.time_us > 0.5);
+    assert_true(fabs(e.time_us - s.rows[0].time_us) < 1e-9);
+    mt_db_close(db);
 }
 
 static void test_shards_cover_every_item_once(void **state)

@@ -39,6 +39,8 @@ typedef struct worker {
     mt_variant *search;        /* the variants of `all` that o->only admits (`all`
                                 * itself when there is no filter) */
     size_t nsearch;
+    int stored_retimed;        /* this M's entry's pipeline was timed again in this
+                                * run (measure_neighbours): the winner replaces it */
 } worker;
 
 static void report(worker *w, const char *line)
@@ -261,8 +263,9 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
 /* Stage 1b: the pipelines the database holds for this problem at M and at
  * the nearest tuned M on either side. A tile that wins at a neighbouring M
  * often wins here too, but the model's ranking need not put it among its
- * picks (and this M's stored pipeline is then timed in the same run as the
- * new candidates). Entries whose kernels are no longer variants here (other
+ * picks. This M's stored pipeline is timed in the same run as the new
+ * candidates, so the run's winner replaces it even when the stored time,
+ * from another run, is lower (store_winner). Entries whose kernels are no longer variants here (other
  * templates) or that the --param filters exclude are passed over for the
  * next nearest; the untuned default pair is timed already. */
 typedef struct stored_pair {
@@ -313,13 +316,14 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
     else if (s.no_memory)
         st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
     /* Entries come ordered by M: the last below M, the one at M, the first above. */
+    w->stored_retimed = 0;
     const stored_pair *pick[3] = {NULL, NULL, NULL};
     for (size_t i = 0; i < s.n && !st; i++) {
         const stored_pair *p = &s.at[i];
         if (p->M < M)
             pick[0] = p;
         else if (p->M == M)
-            pick[1] = p;
+            pick[1] = p, w->stored_retimed = 1;
         else if (!pick[2])
             pick[2] = p;
     }
@@ -446,8 +450,13 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    if ((st = mt_db_put_entry(w->db, &e, w->prov_id, &out)))
+    if ((st = w->stored_retimed ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
+                                : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (w->o->log && out != MT_DB_PUT_INSERTED)
+        fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s)\n", (long long)p->M,
+                out == MT_DB_PUT_KEPT ? "kept" : "replaced",
+                w->stored_retimed ? "its pipeline timed again in this run" : "times of two runs");
     return MT_OK;
 }
 

@@ -214,6 +214,13 @@ typedef enum mt_db_put_outcome {
  */
 mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
                           mt_db_put_outcome *outcome /* out */);
+/*
+ * The same, but e becomes the entry even when the stored time is lower: for
+ * a result that beat the stored entry's pipeline timed again in its own run
+ * (the tuner does that), where the stored time came from another run.
+ */
+mt_status mt_db_replace_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                              mt_db_put_outcome *outcome /* out */);
 
 /*
  * The entry for key (incl. key->sku) at the nearest tuned M: the tuned Mt
