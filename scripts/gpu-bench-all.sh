@@ -24,6 +24,8 @@
 # (default the ten); M already complete in the database are skipped, so a
 # copy of a shipped database put at $OUT/nvidia-h200.db first is completed. MT_TUNE_BUDGET caps the
 # tuning of all problems together (seconds), like MT_BENCH_BUDGET the benches.
+# MT_TUNE_POINTS="name:M,M name:M ..." tunes only those problems, each at
+# its own M (in place of MT_TUNE_M).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh
@@ -59,6 +61,11 @@ if [[ "$phase" == tune* ]]; then
   for spec in "${problems[@]}"; do
     IFS='|' read -r name _ lim shape <<<"$spec"
     [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
+    tune_m="${MT_TUNE_M:-$Ms}"
+    if [ -n "${MT_TUNE_POINTS:-}" ]; then
+      tune_m=$(tr ' ' '\n' <<<"$MT_TUNE_POINTS" | sed -n "s/^$name:\(.*\)/\1/p")
+      [ -n "$tune_m" ] || continue
+    fi
     start=$(date +%s)
     tleft=$(( ${MT_TUNE_BUDGET:-100000} - (start - t_start) ))
     [ "$tleft" -lt "$lim" ] && lim=$tleft
@@ -66,7 +73,7 @@ if [[ "$phase" == tune* ]]; then
       echo "== tune $name: not run (tuning budget ${MT_TUNE_BUDGET:-} s spent)"; rc=1; continue
     fi
     # shellcheck disable=SC2086 # $shape is a list of options
-    timeout "$lim" .gpu/bin/moetune tune $shape --M "${MT_TUNE_M:-$Ms}" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
+    timeout "$lim" .gpu/bin/moetune tune $shape --M "$tune_m" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
       --reps 10 --db "$tuned_db" >"$out/tune-$name.log" 2>&1
     r=$?
     echo "== tune $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s)"

@@ -30,17 +30,19 @@ local function shape(p)
   return s
 end
 
--- Three default tiles per mode (every dtype, format and epilogue), so the GPU
+-- Four default tiles per mode (every dtype, format and epilogue), so the GPU
 -- test matrices run both lane layouts: 32 lanes per pair (one pair a warp),
 -- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2), and
--- the routing by slot (standard format only: the batched one prunes it).
+-- the routing by slot (standard format only: the batched one prunes it)
+-- with and without the lookahead.
 local defaults = {}
 for _, q in ipairs(QUANTS) do
   for _, t in ipairs({
-      { BLOCK_M = 8,  BLOCK_N = 16, WARPS = 8, UNROLL = 4 },
-      { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2 },
-      { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4 } }) do
-    local d = { quant = q, AHEAD = 1 }
+      { BLOCK_M = 8,  BLOCK_N = 16, WARPS = 8, UNROLL = 4, AHEAD = 1 },
+      { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2, AHEAD = 0 },
+      { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1 },
+      { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 0 } }) do
+    local d = { quant = q }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end

@@ -269,10 +269,11 @@ static void test_sm90_defaults_not_serialized(void **state)
     mt_gen_close(g);
 }
 
-/* The decode family (grouped_gemv): its three default tiles in every mode
+/* The decode family (grouped_gemv): its four default tiles in every mode
  * it has (none and the six w8a8 modes; no weight-only variant) for every
- * dtype, format and epilogue (the topk sum only with the slot-routed
- * tile); one kernel per mode, and its topk-summing GEMM2, compile for
+ * dtype, format and epilogue (the topk sum only with the two slot-routed
+ * tiles, with and without lookahead); one kernel per mode, and a
+ * topk-summing GEMM2, compile for
  * sm_90a and sm_80, where the fp8 modes are pruned for their conversions. */
 static void test_gemv_defaults_compile(void **state)
 {
@@ -292,18 +293,23 @@ static void test_gemv_defaults_compile(void **state)
             mt_variant *v = family_points(g, "grouped_gemv", archs[a], 1, kv, &n, NULL);
             const int none = (a == 1 && !strncmp(quants[q], "fp8", 3)) || q >= 7;
             /* two tiles x dtype x format x (store, silu, gelu), and the
-             * slot-routed tile in the standard format, with "sum" too */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 4);
+             * two slot-routed tiles in the standard format, with "sum" too */
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 4);
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             size_t sums = 0;
+            int picked = 0;
             for (size_t i = 0; i < n; i++)
                 if (!strcmp(mt_variant_get(&v[i], "epilogue"), "sum")) {
                     assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
-                    if (sums++ == 0)
+                    sums++;
+                    /* with and without lookahead, from mode to mode */
+                    if (!picked && mt_variant_int(&v[i], "AHEAD", -1) == (int)(q % 2)) {
                         sample[ns++] = v[i];
+                        picked = 1;
+                    }
                 }
-            assert_int_equal(sums, none ? 0 : 2);
+            assert_int_equal(sums, none ? 0 : 2 * 2);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);
