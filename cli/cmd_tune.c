@@ -74,6 +74,10 @@ static void usage(FILE *f)
             "                        default pipeline is still timed; the M values count as\n"
             "                        tuned, so explore into a database of its own):\n"
             "                        --param BLOCK_M=16 --param BLOCK_K=128\n"
+            "  --retune              tune again the M values the database has tuned: their\n"
+            "                        candidate log is forgotten, the stored pipeline is\n"
+            "                        timed again with the new candidates and the run's\n"
+            "                        winner replaces it\n"
             "  --no-isolate          run in this process (a faulting kernel ends the run)\n"
             "  --backend gpu|fake    fake: deterministic numbers without a GPU (for tests)\n"
             "  --list-presets        print the model presets\n\n"
@@ -107,6 +111,10 @@ int mt_cmd_tune(int argc, char **argv)
         }
         if (!strcmp(a, "--no-isolate")) {
             o.isolate = 0;
+            continue;
+        }
+        if (!strcmp(a, "--retune")) {
+            o.retune = 1;
             continue;
         }
         if (!v) {

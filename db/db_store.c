@@ -293,6 +293,34 @@ fail:
     return mt_db__end(db, st);
 }
 
+mt_status mt_db_forget_candidates(mt_db *db, const mt_db_key *key, int64_t M, int *count)
+{
+    if (!db || !key)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "forget_candidates: NULL argument")
+                  : MT_ERR_INVALID_ARG;
+    if (count)
+        *count = 0;
+    int64_t key_id;
+    mt_status st = mt_db__key_id(db, key, 0, &key_id);
+    if (st || key_id == 0)
+        return st;
+    if ((st = mt_db__begin(db)))
+        return st;
+    sqlite3_stmt *s = NULL;
+    st = mt_db__prepare(db, "DELETE FROM candidate WHERE sku = ? AND key_id = ? AND M = ?", &s);
+    if (st)
+        goto fail;
+    mt_db__bind_text(s, 1, key->sku);
+    sqlite3_bind_int64(s, 2, key_id);
+    sqlite3_bind_int64(s, 3, M);
+    DB_CHECK(db, sqlite3_step(s), "forget candidates");
+    if (count)
+        *count = sqlite3_changes(db->h);
+fail:
+    sqlite3_finalize(s);
+    return mt_db__end(db, st);
+}
+
 mt_status mt_db_candidate_seen(mt_db *db, const mt_db_key *key, int64_t M, const char *pipeline,
                                int *seen)
 {

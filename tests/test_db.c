@@ -590,6 +590,25 @@ static void test_candidates(void **state)
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate WHERE reason = 'timeout' "
                                    "AND status = 'rejected' AND rel_err IS NULL"), 1);
+    /* Forgetting (key, M) deletes its rows only: not another M's, not
+     * another key's; an unknown key forgets nothing. */
+    c.M = 8;
+    CHECK_OK(db, mt_db_record_candidate(db, &c));
+    mt_db_key other = make_key(SKU_A, 64, 768);
+    c.key = other;
+    c.M = 4;
+    CHECK_OK(db, mt_db_record_candidate(db, &c));
+    int forgotten = -1;
+    CHECK_OK(db, mt_db_forget_candidates(db, &k, 4, &forgotten));
+    assert_int_equal(forgotten, 2);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2);
+    CHECK_OK(db, mt_db_candidate_seen(db, &k, 8, "gemm1=mtk_x;gemm2=mtk_y", &seen));
+    assert_int_equal(seen, 1);
+    CHECK_OK(db, mt_db_forget_candidates(db, &k, 4, &forgotten));
+    assert_int_equal(forgotten, 0);
+    mt_db_key none = make_key(SKU_A, 32, 768);
+    CHECK_OK(db, mt_db_forget_candidates(db, &none, 4, &forgotten));
+    assert_int_equal(forgotten, 0);
     mt_db_close(db);
 }
 

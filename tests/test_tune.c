@@ -111,6 +111,37 @@ static void test_run_end_to_end(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
     unsetenv("MT_FAKE_LOG");
     assert_int_equal(scan_db(path).total, c.total);
+    /* --retune of one M measures it again (the same candidates: the fake
+     * numbers are deterministic), and the run's winner replaces the entry. */
+    char log[700], out[700], line[1024];
+    snprintf(log, sizeof log, "%s.measured", path);
+    snprintf(out, sizeof out, "%s.log", path);
+    o.Ms[0] = 256;
+    o.nM = 1;
+    o.retune = 1;
+    o.log = fopen(out, "w");
+    assert_non_null(o.log);
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    fclose(o.log);
+    assert_int_equal(scan_db(path).total, c.total);
+    FILE *f = fopen(log, "r");
+    int measured = 0;
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        measured += strncmp(line, "256 ", 4) == 0 ? 1 : -1000;
+    fclose(f);
+    assert_true(measured >= 3);
+    int replaced = 0, forgot = 0;
+    assert_non_null(f = fopen(out, "r"));
+    while (fgets(line, sizeof line, f)) {
+        forgot += strstr(line, "M=256: tuning again") != NULL;
+        replaced += strstr(line, "replaced the stored entry (its pipeline timed again") != NULL;
+    }
+    fclose(f);
+    assert_int_equal(forgot, 1);
+    assert_int_equal(replaced, 1);
 }
 
 static void test_fault_and_hang_are_isolated(void **state)

@@ -481,6 +481,15 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     int done = 0;
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (done && o->retune) {
+        int forgotten = 0;
+        if ((st = mt_db_forget_candidates(w->db, &key, M, &forgotten)))
+            return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+        if (o->log)
+            fprintf(o->log, "[%s] M=%lld: tuning again (%d candidates of the last tuning forgotten)\n",
+                    o->label, (long long)M, forgotten - 1);
+        done = 0;
+    }
     if (done)
         return MT_OK;
     if (o->log)

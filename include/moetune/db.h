@@ -271,6 +271,10 @@ typedef struct mt_db_candidate {
 
 /* Record (or re-record) one measured candidate; one transaction. */
 mt_status mt_db_record_candidate(mt_db *db, const mt_db_candidate *c);
+/* Delete the candidate log of (key->sku, key, M): every candidate and the
+ * tuner's marks, so that M is tuned again; the entry stays. *count (may be
+ * NULL): the rows deleted. One transaction. */
+mt_status mt_db_forget_candidates(mt_db *db, const mt_db_key *key, int64_t M, int *count /* out */);
 /* *seen = 1 when (key, M, pipeline text) was recorded. */
 mt_status mt_db_candidate_seen(mt_db *db, const mt_db_key *key, int64_t M, const char *pipeline,
                                int *seen /* out */);

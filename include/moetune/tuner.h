@@ -51,6 +51,11 @@ typedef struct mt_tune_opts {
      * pipeline is timed regardless (it is the baseline). */
     struct { const char *name, *value; } only[MT_TUNE_MAX_ONLY];
     int nonly;
+    /* M values tuned to the end before are tuned again: their candidate
+     * log is forgotten, the stored entry is timed again with the new
+     * candidates and the run's winner replaces it. An M whose retuning was
+     * cut short resumes like any other. */
+    int retune;
 } mt_tune_opts;
 
 /* Which of the n work items shard I of N takes: writes their indices to out
