@@ -25,7 +25,9 @@
 # copy of a shipped database put at $OUT/nvidia-h200.db first is completed. MT_TUNE_BUDGET caps the
 # tuning of all problems together (seconds), like MT_BENCH_BUDGET the benches.
 # MT_TUNE_POINTS="name:M,M name:M ..." tunes only those problems, each at
-# its own M (in place of MT_TUNE_M).
+# its own M (in place of MT_TUNE_M). MT_TUNE_RETUNE=1 passes --retune: M
+# already tuned in the database are tuned again, their stored pipelines
+# timed with the new candidates.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh
@@ -57,6 +59,8 @@ problems=(
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 if [[ "$phase" == tune* ]]; then
+  retune=()
+  [ "${MT_TUNE_RETUNE:-0}" = 1 ] && retune=(--retune)
   t_start=$(date +%s)
   for spec in "${problems[@]}"; do
     IFS='|' read -r name _ lim shape <<<"$spec"
@@ -74,7 +78,7 @@ if [[ "$phase" == tune* ]]; then
     fi
     # shellcheck disable=SC2086 # $shape is a list of options
     timeout "$lim" .gpu/bin/moetune tune $shape --M "$tune_m" --max-candidates "${MT_TUNE_CANDIDATES:-8}" \
-      --reps 10 --db "$tuned_db" >"$out/tune-$name.log" 2>&1
+      --reps 10 --db "$tuned_db" ${retune[@]+"${retune[@]}"} >"$out/tune-$name.log" 2>&1
     r=$?
     echo "== tune $name: exit $r in $(( $(date +%s) - start )) s (limit $lim s)"
     [ $r = 0 ] || { rc=1; tail -3 "$out/tune-$name.log"; }
