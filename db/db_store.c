@@ -221,6 +221,33 @@ fail:
     return st;
 }
 
+mt_status mt_db_kernel_origin(mt_db *db, const char *name, const char *arch, char family[48],
+                              char template_hash[65])
+{
+    if (!db || !name || !arch || !family || !template_hash)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "kernel_origin: NULL argument")
+                  : MT_ERR_INVALID_ARG;
+    family[0] = template_hash[0] = '\0';
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(db, "SELECT family, template_hash FROM kernel WHERE name = ? "
+                                      "AND arch = ?", &s);
+    if (st)
+        return st;
+    mt_db__bind_text(s, 1, name);
+    mt_db__bind_text(s, 2, arch);
+    int rc = sqlite3_step(s);
+    DB_CHECK(db, rc, "read kernel origin");
+    if (rc != SQLITE_ROW) {
+        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s", name, arch);
+        goto fail;
+    }
+    mt_db__col_text(s, 0, family, 48);
+    mt_db__col_text(s, 1, template_hash, 65);
+fail:
+    sqlite3_finalize(s);
+    return st;
+}
+
 mt_status mt_db_foreach_kernel(mt_db *db, int with_image,
                                int (*cb)(const mt_db_kernel *k, void *ctx), void *ctx)
 {

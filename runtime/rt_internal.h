@@ -65,6 +65,9 @@ typedef struct mt_rt_choice {
  * built-in defaults (unless no_defaults: MT_ERR_NOT_FOUND). A database
  * error other than "not found" is returned. The provenance of a database
  * entry is compared with m->prov; differences are in info.provenance_diff.
+ * The templates count as the same when every kernel of the entry is stored
+ * with its family's built-in template hash, whatever the entry's (global)
+ * template hash: an edit of one family leaves the others' entries current.
  */
 mt_status mt_rt_lookup(mt_db *const *dbs, int ndbs, const mt_rt_machine *m, const mt_problem *p,
                        int64_t M, int no_defaults, mt_rt_choice *out, char *msg, size_t msg_size);

@@ -210,6 +210,25 @@ static mt_status try_dbs(mt_db *const *dbs, int ndbs, const mt_db_key *key, cons
     return MT_ERR_NOT_FOUND;
 }
 
+/* Were the kernels of pipeline pl, as db stores them, generated from the
+ * templates this library has (per family)? Then the entry is current even
+ * when it was tuned under other templates of other families (its
+ * provenance's template hash covers them all). 0 when one is not stored. */
+static int kernels_current(mt_db *db, const mt_db_pipeline *pl)
+{
+    for (int i = 0; i < pl->nsteps && i < MT_DB_MAX_STEPS; i++) {
+        char family[48], hash[65];
+        if (!strcmp(pl->steps[i].kernel, MT_DB_LIBRARY_KERNEL))
+            continue;
+        if (mt_db_kernel_origin(db, pl->steps[i].kernel, pl->arch, family, hash) != MT_OK)
+            return 0;
+        const char *built_in = mt_rt_default_family_hash(family);
+        if (!built_in || strcmp(built_in, hash))
+            return 0;
+    }
+    return 1;
+}
+
 mt_status mt_rt_lookup(mt_db *const *dbs, int ndbs, const mt_rt_machine *m, const mt_problem *p,
                        int64_t M, int no_defaults, mt_rt_choice *out, char *msg, size_t msg_size)
 {
@@ -235,7 +254,10 @@ mt_status mt_rt_lookup(mt_db *const *dbs, int ndbs, const mt_rt_machine *m, cons
         mt_strlcpy(out->info.db_path, mt_db_path(from), sizeof out->info.db_path);
         mt_strlcpy(out->info.sku, e.key.sku, sizeof out->info.sku);
         mt_db_pipeline_format(&e.pipeline, out->info.pipeline, sizeof out->info.pipeline);
-        mt_db_provenance_mismatch(&e.prov, &m->prov, out->info.provenance_diff,
+        mt_db_provenance stored = e.prov;
+        if (strcmp(stored.template_hash, m->prov.template_hash) && kernels_current(from, &e.pipeline))
+            mt_strlcpy(stored.template_hash, m->prov.template_hash, sizeof stored.template_hash);
+        mt_db_provenance_mismatch(&stored, &m->prov, out->info.provenance_diff,
                                   sizeof out->info.provenance_diff);
         return MT_OK;
     }

@@ -38,6 +38,22 @@ int64_t mt_fix_put_prov(mt_db *db, const char *sku, const char *cc, const char *
     return id;
 }
 
+void mt_fix_put_kernel(mt_db *db, const char *tag, const char *family, const char *hash)
+{
+    mt_db_kernel k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.variant.name, sizeof k.variant.name, "mtk_%s", tag);
+    mt_strlcpy(k.variant.arch, "sm_90a", sizeof k.variant.arch);
+    mt_strlcpy(k.variant.family, family, sizeof k.variant.family);
+    char src[sizeof k.variant.name + 64];
+    snprintf(src, sizeof src, "extern \"C\" __global__ void %s() {}\n", k.variant.name);
+    k.source = src;
+    k.source_len = strlen(src);
+    mt_strlcpy(k.template_hash, hash, sizeof k.template_hash);
+    if (mt_db_put_kernel(db, &k))
+        fail_msg("%s", mt_db_errmsg(db));
+}
+
 void mt_fix_put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc, int64_t M,
                       const char *tag, const char *hash)
 {

@@ -20,4 +20,8 @@ int64_t mt_fix_put_prov(mt_db *db, const char *sku, const char *cc, const char *
 void mt_fix_put_entry(mt_db *db, const mt_problem *p, const char *sku, const char *cc, int64_t M,
                       const char *tag, const char *hash);
 
+/* Kernel mtk_<tag> for sm_90a of family `family`, generated (so it says)
+ * from that family's templates of hash `hash`; its source only. */
+void mt_fix_put_kernel(mt_db *db, const char *tag, const char *family, const char *hash);
+
 #endif

@@ -300,6 +300,12 @@ static void test_kernel_hash(void **state)
     char hex[65];
     mt_sha256_hex(k.image, k.image_len, hex);
     assert_string_equal(hex, k.image_sha256);
+    char family[48], hash[65];
+    CHECK_OK(db, mt_db_kernel_origin(db, v.name, ARCH, family, hash));
+    assert_string_equal(family, "grouped_gemm");
+    assert_string_equal(hash, "tmplA");
+    assert_int_equal(mt_db_kernel_origin(db, "mtk_none", ARCH, family, hash), MT_ERR_NOT_FOUND);
+    assert_int_equal(mt_db_kernel_origin(db, v.name, "sm_80", family, hash), MT_ERR_NOT_FOUND);
     /* A wrong hash handed in with the image is refused. */
     mt_db_kernel bad = k;
     bad.image_sha256[0] = bad.image_sha256[0] == '0' ? '1' : '0';

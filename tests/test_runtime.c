@@ -366,6 +366,22 @@ static void test_lookup_order(void **state)
     assert_string_equal(c.info.db_path, user_path);
     /* ... and its stale template hash is reported, not hidden. */
     assert_non_null(strstr(c.info.provenance_diff, "template_hash"));
+    /* Unless every kernel of the entry is stored as generated from this
+     * library's templates of its family: then only other families changed
+     * since the tuning, and the entry is current. One kernel of other
+     * templates makes it stale again. */
+    static const char *const kernels[][2] = {
+        {"a", "moe_align"}, {"user64", "grouped_gemm"}, {"g2", "grouped_gemm"}, {"r", "moe_reduce"}};
+    w = mt_fix_open_db(user_path, 0);
+    for (size_t i = 0; i < MT_ARRAY_LEN(kernels); i++)
+        mt_fix_put_kernel(w, kernels[i][0], kernels[i][1], mt_rt_default_family_hash(kernels[i][1]));
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p, 16, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(gemm1_of(&c), "mtk_user64");
+    assert_string_equal(c.info.provenance_diff, "");
+    mt_fix_put_kernel(w, "r", "moe_reduce", "0000stale");
+    assert_int_equal(mt_rt_lookup(dbs, 2, &m, &p, 16, 0, &c, msg, sizeof msg), MT_OK);
+    assert_string_equal(c.info.provenance_diff, "template_hash");
+    mt_db_close(w);
 
     /* System database alone: nearest tuned M, ties to the larger. */
     assert_int_equal(mt_rt_lookup(dbs + 1, 1, &m, &p, 16, 0, &c, msg, sizeof msg), MT_OK);

@@ -180,6 +180,11 @@ mt_status mt_db_put_kernel(mt_db *db, const mt_db_kernel *k);
  * text does not parse.
  */
 mt_status mt_db_get_kernel(mt_db *db, const char *name, const char *arch, mt_db_kernel *out);
+/* The family of kernel (name, arch) and the hash of that family's templates
+ * it was generated from, without reading its source or image.
+ * MT_ERR_NOT_FOUND when the database does not store it. */
+mt_status mt_db_kernel_origin(mt_db *db, const char *name, const char *arch, char family[48],
+                              char template_hash[65]);
 /* Free the buffers of a kernel from mt_db_get_kernel / iteration; NULL ok. */
 void mt_db_kernel_free(mt_db_kernel *k);
 
