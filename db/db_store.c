@@ -322,18 +322,18 @@ fail:
 
 mt_status mt_db_forget_candidates(mt_db *db, const mt_db_key *key, int64_t M, int *count)
 {
-    if (!db || !key)
-        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "forget_candidates: NULL argument")
+    if (!db || !key || !key->sku[0])
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "forget_candidates: missing key or SKU")
                   : MT_ERR_INVALID_ARG;
     if (count)
         *count = 0;
-    int64_t key_id;
-    mt_status st = mt_db__key_id(db, key, 0, &key_id);
-    if (st || key_id == 0)
+    mt_status st = mt_db__begin(db);
+    if (st)
         return st;
-    if ((st = mt_db__begin(db)))
-        return st;
+    int64_t key_id = 0;
     sqlite3_stmt *s = NULL;
+    if ((st = mt_db__key_id(db, key, 0, &key_id)) || key_id == 0)
+        goto fail;
     st = mt_db__prepare(db, "DELETE FROM candidate WHERE sku = ? AND key_id = ? AND M = ?", &s);
     if (st)
         goto fail;

@@ -58,6 +58,22 @@ problems=(
 )
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
+# Every name of MT_TUNE_POINTS must be a problem above, once.
+seen=" "
+for point in ${MT_TUNE_POINTS:-}; do
+  pname=${point%%:*}
+  known=0
+  for spec in "${problems[@]}"; do [ "${spec%%|*}" = "$pname" ] && known=1; done
+  if [ $known = 0 ] || [[ "$point" != *:* ]]; then
+    echo "gpu-bench-all.sh: MT_TUNE_POINTS: '$point' is not NAME:M,M with a problem name of this script" >&2
+    exit 2
+  fi
+  if [[ "$seen" == *" $pname "* ]]; then
+    echo "gpu-bench-all.sh: MT_TUNE_POINTS names $pname twice" >&2
+    exit 2
+  fi
+  seen+="$pname "
+done
 if [[ "$phase" == tune* ]]; then
   retune=()
   [ "${MT_TUNE_RETUNE:-0}" = 1 ] && retune=(--retune)

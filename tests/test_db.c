@@ -615,6 +615,15 @@ static void test_candidates(void **state)
     mt_db_key none = make_key(SKU_A, 32, 768);
     CHECK_OK(db, mt_db_forget_candidates(db, &none, 4, &forgotten));
     assert_int_equal(forgotten, 0);
+    mt_db_key nosku = k;
+    nosku.sku[0] = '\0';
+    assert_int_equal(mt_db_forget_candidates(db, &nosku, 8, NULL), MT_ERR_INVALID_ARG);
+    mt_db_close(db);
+    /* Read-only: refused whether or not there is something to forget. */
+    db = open_ok(path, MT_DB_READONLY);
+    assert_int_not_equal(mt_db_forget_candidates(db, &k, 8, &forgotten), MT_OK);
+    assert_int_not_equal(mt_db_forget_candidates(db, &none, 8, &forgotten), MT_OK);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2);
     mt_db_close(db);
 }
 

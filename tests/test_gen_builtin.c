@@ -310,6 +310,7 @@ static void test_gemv_defaults_compile(void **state)
                     }
                 }
             assert_int_equal(sums, none ? 0 : 2 * 2);
+            assert_int_equal(picked, sums > 0);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);

@@ -243,6 +243,42 @@ static void test_resume_after_kill(void **state)
     }
 }
 
+/* --retune tunes each M once per run: a candidate that kills the worker at
+ * M = 256 restarts it, and the restarted worker does not tune M = 1 and
+ * 16 (retuned by this run already) again, nor time the faulting candidate
+ * again (recorded as rejected). A second run with --retune starts over. */
+static void test_retune_once_across_restarts(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-retune");
+    char path[600], log[600], msg[1024];
+    snprintf(path, sizeof path, "%s/retune.db", dir);
+    snprintf(log, sizeof log, "%s/retune.log", dir);
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    cand_scan c = scan_db(path);
+    assert_true(strlen(c.second) > 0);
+    o.retune = 1;
+    setenv("MT_FAKE_FAULT", c.second, 1);
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_FAULT");
+    assert_int_equal(s.nrows, 4);
+    assert_int_equal(s.worker_restarts, 1);
+    int first = count_lines(log);
+    assert_true(first >= 4 * 3);
+    assert_int_equal(repeats(log), 0);
+    /* Again: every M is tuned again (the faulting candidate, a rejection
+     * of the last run now forgotten, is timed too and may change the
+     * stages' path, so the counts need not be equal). */
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    assert_true(count_lines(log) - first >= 4 * 3);
+    assert_true(repeats(log) >= first - 2);
+}
+
 static void test_bad_options(void **state)
 {
     (void)state;
@@ -385,6 +421,14 @@ static void put_pair_at(const char *path, const mt_db_key *key, int64_t M, const
     mt_db_close(db);
 }
 
+/* name with its tile values `from` replaced by `to` (fake names). */
+static void retile(const char *name, const char *from, const char *to, char *out, size_t size)
+{
+    const char *at = strstr(name, from);
+    assert_non_null(at);
+    snprintf(out, size, "%.*s%s%s", (int)(at - name), name, to, at + strlen(from));
+}
+
 /* Stage 1b: tuning an M times the pipelines stored at it and at its
  * nearest tuned neighbours, and the run's winner replaces the stored
  * entry. The pair stored at M = 2048 is a 128-row tile with the other
@@ -393,7 +437,8 @@ static void put_pair_at(const char *path, const mt_db_key *key, int64_t M, const
  * itself: the model ranks small row blocks first, stage 2 keeps the best
  * GEMM1's BLOCK_M, stage 3 varies STAGES of that. An entry at M = 256 whose
  * GEMM1 is no variant any more (other templates) is passed over without
- * error, so M = 2048 is the neighbour above (and M = 4096 is not). The
+ * error, so M = 2048 is the neighbour above; below, M = 8 is the nearest
+ * and M = 4 is not timed. The
  * entry at M = 16 itself holds M = 4096's pair at 0.5 us (as if from a
  * faster run): it is timed again and replaced. */
 static void test_times_the_neighbours_winners(void **state)
@@ -425,6 +470,14 @@ static void test_times_the_neighbours_winners(void **state)
     put_pair_at(path, &key, 2048, g1, g2, 1000.0);
     put_pair_at(path, &key, 256, "mtk_grouped_gemm_retired_tile", g2, 1000.0);
     put_pair_at(path, &key, 16, NULL, NULL, 0.5);   /* M = 4096's pair */
+    /* Below M = 16: the nearest (M = 8) is timed, not M = 4. */
+    char near1[256], near2[256], far1[256], far2[256];
+    retile(g1, "_128_64_32_8_2_2_3", "_128_128_32_8_2_2_3", near1, sizeof near1);
+    retile(g2, "_128_64_32_8_2_2_3", "_128_128_32_8_2_2_3", near2, sizeof near2);
+    retile(g1, "_128_64_32_8_2_2_3", "_64_64_32_8_2_2_3", far1, sizeof far1);
+    retile(g2, "_128_64_32_8_2_2_3", "_64_64_32_8_2_2_3", far2, sizeof far2);
+    put_pair_at(path, &key, 8, near1, near2, 1000.0);
+    put_pair_at(path, &key, 4, far1, far2, 1000.0);
 
     o.nonly = 0;
     o.Ms[0] = 16;
@@ -448,6 +501,13 @@ static void test_times_the_neighbours_winners(void **state)
     assert_string_not_equal(stored.text, want.text);
     assert_int_equal(mt_db_foreach_candidate(db, scan_pair, &stored), MT_OK);
     assert_int_equal(stored.found, 1);
+    pair_scan below = {.M = 16}, far = {.M = 16};
+    snprintf(below.text, sizeof below.text, "gemm1=%s;gemm2=%s", near1, near2);
+    snprintf(far.text, sizeof far.text, "gemm1=%s;gemm2=%s", far1, far2);
+    assert_int_equal(mt_db_foreach_candidate(db, scan_pair, &below), MT_OK);
+    assert_int_equal(mt_db_foreach_candidate(db, scan_pair, &far), MT_OK);
+    assert_int_equal(below.found, 1);
+    assert_int_equal(far.found, 0);
     /* The stored entry at M = 16 (0.5 us, "another run") was timed again
      * with the rest: the run's winner replaced it. */
     assert_int_equal(mt_db_lookup(db, &key, 16, &e, &exact), MT_OK);
@@ -580,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_param_filter),
         cmocka_unit_test(test_refines_the_winner),
         cmocka_unit_test(test_times_the_neighbours_winners),
+        cmocka_unit_test(test_retune_once_across_restarts),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),

@@ -469,6 +469,35 @@ static mt_status report_sku(worker *w, char *sku, size_t sku_size)
     return MT_OK;
 }
 
+/* *other = 1 when the mark that (key, M) is tuned was set by another run
+ * (the mark's reason names the run), not by a worker of this run before a
+ * restart. */
+typedef struct mark_scan {
+    const mt_db_key *key;
+    int64_t M;
+    const char *run_id;
+    int other;
+} mark_scan;
+
+static int scan_mark(const mt_db_candidate *c, void *ctx)
+{
+    mark_scan *m = ctx;
+    if (c->M == m->M && !strcmp(c->pipeline, MT_TUNE_DONE_MARK) && same_key(&c->key, m->key))
+        m->other = !c->reason || strcmp(c->reason, m->run_id) != 0;
+    return 0;
+}
+
+static mt_status done_by_other_run(worker *w, const mt_db_key *key, int64_t M, int *other,
+                                   char *msg, size_t msg_size)
+{
+    mark_scan m = {key, M, w->o->run_id, 0};
+    mt_status st = mt_db_foreach_candidate(w->db, scan_mark, &m);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    *other = m.other;
+    return MT_OK;
+}
+
 static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
@@ -481,7 +510,10 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     int done = 0;
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    if (done && o->retune) {
+    int stale = 0;
+    if (done && o->retune && (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
+        return st;
+    if (stale) {
         int forgotten = 0;
         if ((st = mt_db_forget_candidates(w->db, &key, M, &forgotten)))
             return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
@@ -572,7 +604,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         (st = store_winner(w, &key, &p, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
         goto done;
     mt_db_candidate mark = {.key = key, .M = M, .pipeline = MT_TUNE_DONE_MARK, .ok = 1,
-                            .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME};
+                            .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
+                            .reason = o->run_id[0] ? o->run_id : NULL};
     if ((st = mt_db_record_candidate(w->db, &mark)))
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
 done:

@@ -51,11 +51,13 @@ typedef struct mt_tune_opts {
      * pipeline is timed regardless (it is the baseline). */
     struct { const char *name, *value; } only[MT_TUNE_MAX_ONLY];
     int nonly;
-    /* M values tuned to the end before are tuned again: their candidate
-     * log is forgotten, the stored entry is timed again with the new
-     * candidates and the run's winner replaces it. An M whose retuning was
-     * cut short resumes like any other. */
+    /* M values tuned to the end before this run are tuned again: their
+     * candidate log is forgotten, the stored entry is timed again with the
+     * new candidates and the run's winner replaces it. Within the run (a
+     * worker restarted after a fault) an M is retuned once; an M whose
+     * retuning was cut short resumes; a new run with retune starts over. */
     int retune;
+    char run_id[48];           /* set by mt_tune_run (marks what this run finished); leave "" */
 } mt_tune_opts;
 
 /* Which of the n work items shard I of N takes: writes their indices to out
