@@ -265,20 +265,22 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
  * often wins here too, but the model's ranking need not put it among its
  * picks. This M's stored pipeline is timed in the same run as the new
  * candidates, so the run's winner replaces it even when the stored time,
- * from another run, is lower (store_winner). Entries whose kernels are no longer variants here (other
- * templates) or that the --param filters exclude are passed over for the
- * next nearest; the untuned default pair is timed already. */
+ * from another run, is lower (store_winner). Entries whose kernels are no
+ * longer variants here (other templates) or that the --param filters
+ * exclude are passed over for the next nearest; the untuned default pair
+ * is timed already. */
 typedef struct stored_pair {
     int64_t M;
     const mt_variant *g1, *g2;
 } stored_pair;
 
+/* Entries come ordered by M within the key: the last below M, the one at
+ * M and the first above (then the scan stops). */
 typedef struct stored_scan {
     const worker *w;
     const mt_db_key *key;
-    stored_pair *at;
-    size_t n, cap;
-    int no_memory;
+    int64_t M;
+    stored_pair pick[3];   /* below, at, above; g1 NULL: none */
 } stored_scan;
 
 static int scan_stored(const mt_db_entry *e, void *ctx)
@@ -291,50 +293,28 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
     stored_pair p = {e->M, by_name(s->w, k1, strlen(k1)), by_name(s->w, k2, strlen(k2))};
     if (!p.g1 || !p.g2 || !admitted(s->w->o, p.g1) || !admitted(s->w->o, p.g2))
         return 0;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        stored_pair *at = realloc(s->at, cap * sizeof *at);
-        if (!at) {
-            s->no_memory = 1;
-            return 1;
-        }
-        s->at = at, s->cap = cap;
-    }
-    s->at[s->n++] = p;
-    return 0;
+    s->pick[e->M < s->M ? 0 : e->M == s->M ? 1 : 2] = p;
+    return e->M > s->M;
 }
 
 static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
                                     const mt_variant *d1, const mt_variant *d2, char *msg,
                                     size_t msg_size)
 {
-    stored_scan s = {.w = w, .key = key};
+    stored_scan s = {.w = w, .key = key, .M = M};
     mt_db_filter f = {.sku = key->sku, .E = key->E};
     mt_status st = mt_db_foreach_entry(w->db, &f, scan_stored, &s);
     if (st)
-        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    else if (s.no_memory)
-        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-    /* Entries come ordered by M: the last below M, the one at M, the first above. */
-    w->stored_retimed = 0;
-    const stored_pair *pick[3] = {NULL, NULL, NULL};
-    for (size_t i = 0; i < s.n && !st; i++) {
-        const stored_pair *p = &s.at[i];
-        if (p->M < M)
-            pick[0] = p;
-        else if (p->M == M)
-            pick[1] = p, w->stored_retimed = 1;
-        else if (!pick[2])
-            pick[2] = p;
-    }
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    w->stored_retimed = s.pick[1].g1 != NULL;
     for (int i = 0; i < 3 && !st; i++) {
-        if (!pick[i] || (pick[i]->g1 == d1 && pick[i]->g2 == d2))
+        const stored_pair *p = &s.pick[i];
+        if (!p->g1 || (p->g1 == d1 && p->g2 == d2))
             continue;
         char text[1024];
-        pipeline_text("", pick[i]->g1, pick[i]->g2, text, sizeof text);
-        st = measure_one(w, key, M, text, pick[i]->g1, pick[i]->g2, msg, msg_size);
+        pipeline_text("", p->g1, p->g2, text, sizeof text);
+        st = measure_one(w, key, M, text, p->g1, p->g2, msg, msg_size);
     }
-    free(s.at);
     return st;
 }
 
