@@ -193,6 +193,27 @@ static mt_status read_kernel_row(mt_db *db, sqlite3_stmt *s, int with_image, mt_
     return MT_OK;
 }
 
+/* *s on the row of kernel (name, arch) with the columns `cols`; the caller
+ * finalizes *s whatever the status. MT_ERR_NOT_FOUND when not stored. */
+static mt_status find_kernel_row(mt_db *db, const char *cols, const char *name, const char *arch,
+                                 sqlite3_stmt **s)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM kernel WHERE name = ? AND arch = ?", cols);
+    *s = NULL;
+    mt_status st = mt_db__prepare(db, sql, s);
+    if (st)
+        return st;
+    mt_db__bind_text(*s, 1, name);
+    mt_db__bind_text(*s, 2, arch);
+    int rc = sqlite3_step(*s);
+    DB_CHECK(db, rc, "read kernel");
+    if (rc != SQLITE_ROW)
+        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s", name, arch);
+fail:
+    return st;
+}
+
 mt_status mt_db_get_kernel(mt_db *db, const char *name, const char *arch, mt_db_kernel *out)
 {
     if (!db || !name || !arch || !out)
@@ -200,17 +221,9 @@ mt_status mt_db_get_kernel(mt_db *db, const char *name, const char *arch, mt_db_
                   : MT_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
     sqlite3_stmt *s = NULL;
-    mt_status st = mt_db__prepare(db, "SELECT " KERNEL_COLS " FROM kernel WHERE name = ? AND arch = ?", &s);
+    mt_status st = find_kernel_row(db, KERNEL_COLS, name, arch, &s);
     if (st)
-        return st;
-    mt_db__bind_text(s, 1, name);
-    mt_db__bind_text(s, 2, arch);
-    int rc = sqlite3_step(s);
-    DB_CHECK(db, rc, "read kernel");
-    if (rc != SQLITE_ROW) {
-        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s", name, arch);
         goto fail;
-    }
     st = read_kernel_row(db, s, 1, out);
     if (!st)
         st = mt_db__check_kernel(db, out);
@@ -229,21 +242,11 @@ mt_status mt_db_kernel_origin(mt_db *db, const char *name, const char *arch, cha
                   : MT_ERR_INVALID_ARG;
     family[0] = template_hash[0] = '\0';
     sqlite3_stmt *s = NULL;
-    mt_status st = mt_db__prepare(db, "SELECT family, template_hash FROM kernel WHERE name = ? "
-                                      "AND arch = ?", &s);
-    if (st)
-        return st;
-    mt_db__bind_text(s, 1, name);
-    mt_db__bind_text(s, 2, arch);
-    int rc = sqlite3_step(s);
-    DB_CHECK(db, rc, "read kernel origin");
-    if (rc != SQLITE_ROW) {
-        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s", name, arch);
-        goto fail;
+    mt_status st = find_kernel_row(db, "family, template_hash", name, arch, &s);
+    if (!st) {
+        mt_db__col_text(s, 0, family, 48);
+        mt_db__col_text(s, 1, template_hash, 65);
     }
-    mt_db__col_text(s, 0, family, 48);
-    mt_db__col_text(s, 1, template_hash, 65);
-fail:
     sqlite3_finalize(s);
     return st;
 }

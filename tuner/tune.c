@@ -317,9 +317,9 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
     }
     mt_db_close(probe);
     mt_tune_opts mine = *o;
-    static int runs;   /* several runs of one process in one second */
+    static int runs;   /* several runs of one process in one second (threads too) */
     snprintf(mine.run_id, sizeof mine.run_id, "run %ld.%lld.%d", (long)getpid(),
-             (long long)time(NULL), runs++);
+             (long long)time(NULL), __atomic_fetch_add(&runs, 1, __ATOMIC_RELAXED));
     int idx[MT_TUNE_MAX_M];
     mine.nM = mt_tune_shard(o->nM, o->shard_index, o->shard_count, idx);
     for (int i = 0; i < mine.nM; i++)

@@ -39,8 +39,6 @@ typedef struct worker {
     mt_variant *search;        /* the variants of `all` that o->only admits (`all`
                                 * itself when there is no filter) */
     size_t nsearch;
-    int stored_retimed;        /* this M's entry's pipeline was timed again in this
-                                * run (measure_neighbours): the winner replaces it */
 } worker;
 
 static void report(worker *w, const char *line)
@@ -297,16 +295,18 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
     return e->M > s->M;
 }
 
+/* *retimed: this M's stored pipeline is among those timed (the winner then
+ * replaces its entry). */
 static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
-                                    const mt_variant *d1, const mt_variant *d2, char *msg,
-                                    size_t msg_size)
+                                    const mt_variant *d1, const mt_variant *d2, int *retimed,
+                                    char *msg, size_t msg_size)
 {
     stored_scan s = {.w = w, .key = key, .M = M};
     mt_db_filter f = {.sku = key->sku, .E = key->E};
     mt_status st = mt_db_foreach_entry(w->db, &f, scan_stored, &s);
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    w->stored_retimed = s.pick[1].g1 != NULL;
+    *retimed = s.pick[1].g1 != NULL;
     for (int i = 0; i < 3 && !st; i++) {
         const stored_pair *p = &s.pick[i];
         if (!p->g1 || (p->g1 == d1 && p->g2 == d2))
@@ -385,7 +385,7 @@ static mt_status store_kernel(worker *w, const mt_variant *v, char *msg, size_t 
  * untuned default, else the default. cuBLAS is timed as a baseline but not
  * stored: its GEMM sizes come from host-side token counts, so it cannot run
  * graph-safe inside an engine's call. */
-static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem *p,
+static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem *p, int retimed,
                               double cublas_us, char *msg, size_t msg_size)
 {
     best_scan ours, dflt;
@@ -430,13 +430,13 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    if ((st = w->stored_retimed ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
+    if ((st = retimed ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
                                 : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     if (w->o->log && out != MT_DB_PUT_INSERTED)
         fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s)\n", (long long)p->M,
                 out == MT_DB_PUT_KEPT ? "kept" : "replaced",
-                w->stored_retimed ? "its pipeline timed again in this run" : "times of two runs");
+                retimed ? "its pipeline timed again in this run" : "times of two runs");
     return MT_OK;
 }
 
@@ -509,6 +509,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = w->be.open_item(w->be.self, &p, o->routing, msg, msg_size)))
         return st;
     char text[1024];
+    int retimed = 0;   /* stage 1b timed this M's stored pipeline */
     const int max = o->max_candidates > 0 ? o->max_candidates : 12;
     size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
     if (!pick) {
@@ -555,7 +556,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         pipeline_text("", g1, g2, text, sizeof text);
         st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
     }
-    if (st || (st = measure_neighbours(w, &key, M, d1, d2, msg, msg_size)))
+    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, msg, msg_size)))
         goto done;
     /* Stage 2: GEMM2 tiles under the best GEMM1. */
     best_scan b;
@@ -581,7 +582,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
-        (st = store_winner(w, &key, &p, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
+        (st = store_winner(w, &key, &p, retimed, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
         goto done;
     mt_db_candidate mark = {.key = key, .M = M, .pipeline = MT_TUNE_DONE_MARK, .ok = 1,
                             .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
