@@ -41,6 +41,8 @@
     X(cuModuleGetGlobal, "cuModuleGetGlobal_v2")                  \
     X(cuFuncSetAttribute, "cuFuncSetAttribute")                   \
     X(cuFuncGetAttribute, "cuFuncGetAttribute")                   \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor")              \
     X(cuLaunchKernel, "cuLaunchKernel")                           \
     X(cuMemAlloc, "cuMemAlloc_v2")                                \
     X(cuMemFree, "cuMemFree_v2")                                  \

@@ -9,6 +9,7 @@
 
 #include "common/cuda_driver.h"
 #include "common/util.h"
+#include "templates/act_quant_grid.h"
 #include "templates/gemv_args.h"
 
 static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
@@ -44,17 +45,26 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     size_t mark_size;
     k->pdl = arch_sm(v->arch) >= 90 &&
              mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
-    const char *pipe = mt_variant_get(v, "PIPE");
-    if (pipe && !strcmp(pipe, "persist")) {
-        CUdevice dev;
-        MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
-        MT_CU_TRY(mt_cu.cuDeviceGetAttribute(&k->max_ctas, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-                  msg, msg_size);
-    }
     if (v->smem_bytes > 48 * 1024)
         MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            v->smem_bytes),
                   msg, msg_size);
+    /* A persistent kernel's grid: as many CTAs as fit on the GPU at once
+     * (per SM as its registers and shared memory allow, at least one), so
+     * that a small tile runs two or three CTAs per SM whose loads and
+     * epilogues overlap each other's. */
+    const char *pipe = mt_variant_get(v, "PIPE");
+    if (pipe && !strcmp(pipe, "persist")) {
+        CUdevice dev;
+        int sms, per_sm = 0;
+        MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
+        MT_CU_TRY(mt_cu.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), msg,
+                  msg_size);
+        MT_CU_TRY(mt_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, v->threads,
+                                                                    (size_t)v->smem_bytes),
+                  msg, msg_size);
+        k->max_ctas = sms * (per_sm > 1 ? per_sm : 1);
+    }
     return MT_OK;
 fail:
     mt_kernel_unload(k);
@@ -294,7 +304,8 @@ static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_
 }
 
 /* CTAs of a GEMM launch: a CTA per tile and split-K slice, or, for a
- * persistent kernel, at most one per SM (its CTAs walk the tiles). */
+ * persistent kernel, at most as many as the GPU holds at once (its CTAs walk
+ * the tiles). */
 static int64_t gemm_grid(const mt_kernel *k, int64_t tiles)
 {
     const int64_t ctas = tiles * split_k(k);
@@ -591,10 +602,13 @@ static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, m
     const char *gran = mt_variant_get(&k->v, "gran");
     const int tensor = !strcmp(gran, "tensor");
     /* Threads of the work: 8-element chunks (tensor), a warp per row
-     * (token), 16 lanes per 128-column group of a row (block). */
+     * (token), 16 lanes per MT_QUANT_BLOCK_GROUPS 128-column groups of rows
+     * (block). */
+    const int64_t groups = (int64_t)qa->rows * ((qa->n + 127) / 128);
     const int64_t threads = tensor ? (int64_t)qa->rows * (qa->n / 8)
-                            : !strcmp(gran, "token") ? (int64_t)qa->rows * 32
-                                                     : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
+                            : !strcmp(gran, "token")
+                                ? (int64_t)qa->rows * 32
+                                : (groups + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS * 16;
     unsigned grid = elementwise_grid(k, threads);
     mt_status st;
     if (tensor && !qa->static_scale) {

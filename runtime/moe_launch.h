@@ -47,7 +47,8 @@ typedef struct mt_kernel {
     int pdl;   /* the image carries mt_pdl_aware: it keeps the launch protocol
                 * of mt_device.cuh and may start under the step ahead */
     int max_ctas;   /* a persistent kernel (PIPE=persist): its grid is capped at
-                     * the GPU's SM count, its CTAs walk the tiles; 0: a CTA per tile */
+                     * the CTAs the GPU holds at once (SMs x CTAs per SM), its
+                     * CTAs walk the tiles; 0: a CTA per tile */
 } mt_kernel;
 
 /* Load a cubin/PTX image and find v->name in it; raises the dynamic shared
