@@ -95,6 +95,55 @@ __device__ __forceinline__ uint32_t dequant2(const unsigned char *row, int k, bo
     return pack2<T>(v0 * scale, v1 * scale);
 }
 
+/* fp8 on Hopper. sm_90 has no mma.sync of e4m3 operands: ptxas lowers each
+ * m16n8k32 e4m3 MMA into conversions to f16 and two f16 MMAs, and converts
+ * the A fragment again for every n tile, which made the fp8 kernels
+ * ALU-bound (Nsight Compute, docs/PERFORMANCE.md, session 10). On sm_90 the
+ * kernel converts each fragment once (exact: every e4m3 value is an f16)
+ * and issues the f16 MMAs itself. An 8-bit fragment register holds k =
+ * 4t..4t+3 (mt_device.cuh); its low half becomes the f16 pair the
+ * m16n8k16 layout puts at k 2t, 2t+1 and its high half the pair at
+ * 2t+8, 2t+9: the f16 MMA sees the 16 k of a half step in another order,
+ * the same one for A and B, which leaves the dot product as it is. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+constexpr bool FP8_VIA_F16 = true;
+#else
+constexpr bool FP8_VIA_F16 = false;
+#endif
+
+/* Bytes 0-1 and 2-3 of four e4m3 values as two f16x2. */
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t x, uint32_t &lo, uint32_t &hi)
+{
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
+}
+
+/* The A fragment of one m16n8k32 step as the A fragments of its two k16
+ * halves (h[0]: k 0-15, h[1]: k 16-31). */
+__device__ __forceinline__ void fp8_a_to_f16(const uint32_t (&a)[4], uint32_t (&h)[2][4])
+{
+    e4m3x4_to_f16x2(a[0], h[0][0], h[0][2]);
+    e4m3x4_to_f16x2(a[1], h[0][1], h[0][3]);
+    e4m3x4_to_f16x2(a[2], h[1][0], h[1][2]);
+    e4m3x4_to_f16x2(a[3], h[1][1], h[1][3]);
+}
+
+/* The B fragment (b0: k 0-15, b1: k 16-31) of one n tile, likewise. */
+__device__ __forceinline__ void fp8_b_to_f16(uint32_t b0, uint32_t b1, uint32_t (&h)[2][2])
+{
+    e4m3x4_to_f16x2(b0, h[0][0], h[0][1]);
+    e4m3x4_to_f16x2(b1, h[1][0], h[1][1]);
+}
+
+/* D += A * B over one m16n8k32 step, from the converted fragments. */
+__device__ __forceinline__ void mma_fp8_as_f16(float (&d)[4], const uint32_t (&a)[2][4], const uint32_t (&b)[2][2])
+{
+    mma16816<f16>(d, a[0], b[0][0], b[0][1]);
+    mma16816<f16>(d, a[1], b[1][0], b[1][1]);
+}
+
 /* Split-K: the K tiles [*kt0, *kt1) of slice `split` of k_tiles. Block
  * modes round the slice up to whole 128-wide K blocks (BK divides 128) so
  * that no scale block spans two slices. */
@@ -340,14 +389,29 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
                         mma16816<T>(acc[i][j], af[i], b0, b1);
                 }
             } else {
+                constexpr bool VIA_F16 = Q::W8A8 && !Q::INT8 && FP8_VIA_F16;
+                uint32_t ah[VIA_F16 ? S::MT : 1][2][4];
+                if constexpr (VIA_F16) {
+#pragma unroll
+                    for (int i = 0; i < S::MT; i++)
+                        fp8_a_to_f16(af[i], ah[i]);
+                }
 #pragma unroll
                 for (int jp = 0; jp < S::NT / 2; jp++) {
                     uint32_t bf[4];
                     const int n = warp_n * S::WN + jp * 16 + (lane >> 4) * 8 + (lane & 7);
                     ldmatrix_x4(bf, tB + n * S::LDB + kk * 32 + ((lane >> 3) & 1) * 16);
+                    uint32_t bh[VIA_F16 ? 2 : 1][2][2];
+                    if constexpr (VIA_F16) {
+                        fp8_b_to_f16(bf[0], bf[1], bh[0]);
+                        fp8_b_to_f16(bf[2], bf[3], bh[1]);
+                    }
 #pragma unroll
                     for (int i = 0; i < S::MT; i++) {
-                        if constexpr (Q::W8A8) {
+                        if constexpr (VIA_F16) {
+                            mma_fp8_as_f16(acc[i][2 * jp], ah[i], bh[0]);
+                            mma_fp8_as_f16(acc[i][2 * jp + 1], ah[i], bh[1]);
+                        } else if constexpr (Q::W8A8) {
                             mma16832<typename Q::Tag>(acc[i][2 * jp], af[i], bf[0], bf[1]);
                             mma16832<typename Q::Tag>(acc[i][2 * jp + 1], af[i], bf[2], bf[3]);
                         } else {

@@ -74,7 +74,7 @@ end
 
 return {
   family = "grouped_gemm",
-  version = 5,
+  version = 6,
   doc = "grouped GEMM of the MoE experts (mma.sync, cp.async pipeline, fused epilogues, quant modes)",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
