@@ -14,6 +14,7 @@
 #include "common/cuda_driver.h"
 #include "runtime/moe_launch.h"
 #include "runtime/rt_internal.h"
+#include "templates/act_quant_grid.h"
 #include "templates/gemv_args.h"
 
 /* ---- the fake driver ---- */
@@ -37,6 +38,7 @@ static struct {
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
     unsigned grid[2];           /* and their grids */
+    unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
 } fake;
 
 static int slot_routed(const mt_variant *v)
@@ -53,6 +55,7 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
         if (fake.plan->step[st].fn == f) {
             if (fake.launches < 16)
                 fake.launched[fake.launches] = (mt_step)st;
+            fake.step_grid[st] = gx;
             if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
             if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) {
@@ -233,6 +236,14 @@ static void test_fp8_weight_maps(void **state)
     const int fused = strcmp(epi, "store") != 0;
     expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 512, fused ? 256 : 512,
                fused ? 2 : 1, 8, 1, 2 * 256 * 512, (cuuint32_t)(fused ? bn1 / 2 : bn1));
+    /* The activation quantizers: 16 lanes per MT_QUANT_BLOCK_GROUPS groups
+     * of 128 columns; the hidden rows (4096 x 4 groups) before GEMM1, the
+     * 8192 slots' GEMM2 inputs (2 groups each) after it. */
+    const int tq = plan.step[MT_STEP_QUANT].v.threads, ta = plan.step[MT_STEP_ACT].v.threads;
+    const int64_t teams1 = (4096 * 4 + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS;
+    const int64_t teams2 = (8192 * 2 + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS;
+    assert_int_equal(fake.step_grid[MT_STEP_QUANT], (teams1 * 16 + tq - 1) / tq);
+    assert_int_equal(fake.step_grid[MT_STEP_ACT], (teams2 * 16 + ta - 1) / ta);
 }
 
 /* A driver without cuTensorMapEncodeTiled: a clear error naming the step,
