@@ -9,7 +9,6 @@
 
 #include "common/cuda_driver.h"
 #include "common/util.h"
-#include "templates/act_quant_grid.h"
 #include "templates/gemv_args.h"
 
 static const char *const step_names[MT_STEP_ALL] = {"align", "gemm1", "act",
@@ -595,20 +594,18 @@ static mt_status check_ptr(const void *ptr, const char *what, int required, char
 }
 
 /* Enqueue an act_quant kernel: per-tensor dynamic scales take two launches
- * (amax, then quantize), the others one; per-row grans run a CTA per row. */
+ * (amax, then quantize), the others one; per-row grans stride over rows
+ * (a warp per row) or row groups (16 lanes per 128 columns). */
 static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, mt_quant_args *qa, char *msg,
                               size_t msg_size)
 {
     const char *gran = mt_variant_get(&k->v, "gran");
     const int tensor = !strcmp(gran, "tensor");
     /* Threads of the work: 8-element chunks (tensor), a warp per row
-     * (token), 16 lanes per MT_QUANT_BLOCK_GROUPS 128-column groups of rows
-     * (block). */
-    const int64_t groups = (int64_t)qa->rows * ((qa->n + 127) / 128);
+     * (token), 16 lanes per 128-column group of a row (block). */
     const int64_t threads = tensor ? (int64_t)qa->rows * (qa->n / 8)
-                            : !strcmp(gran, "token")
-                                ? (int64_t)qa->rows * 32
-                                : (groups + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS * 16;
+                            : !strcmp(gran, "token") ? (int64_t)qa->rows * 32
+                                                     : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
     unsigned grid = elementwise_grid(k, threads);
     mt_status st;
     if (tensor && !qa->static_scale) {

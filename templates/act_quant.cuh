@@ -12,16 +12,11 @@
  * quantizes. GRAN 2 (per row): a warp per row, its amax a warp shuffle
  * reduction. GRAN 3 (per row per 128 columns): a 128-column group is 16
  * chunks, held by 16 consecutive lanes, so the group amax is a 16-lane
- * shuffle reduction; each team of 16 lanes takes MT_QUANT_BLOCK_GROUPS
- * groups per pass and issues all their loads before the first shuffle, so
- * that a thread keeps that many 16-byte loads (twice as many with the
- * activation) in flight instead of one. Both grid-stride over their units
- * (rows, resp. row groups), so any grid is correct; the launcher sizes it
- * to the units.
+ * shuffle reduction. Both grid-stride over their units (rows, resp. row
+ * groups), so any grid is correct; the launcher sizes it to the units.
  */
 #pragma once
 #include "mt_device.cuh"
-#include "act_quant_grid.h"
 
 namespace mt {
 
@@ -90,52 +85,6 @@ __device__ __forceinline__ float amax8(const float (&v)[8])
     return m;
 }
 
-/* GRAN 3 (file comment). Team `team` of the grid (16 lanes) takes groups
- * team + (pass * G + i) * TEAMS, i < G, of the rows x ng groups; a warp's
- * two teams run the same passes (the shuffles need all 32 lanes), lanes of
- * a group past the end or on a row that is not live with zeros. */
-template <class T, class Q, int ACT, int THREADS> __device__ void act_quant_block(const mt_quant_args &a)
-{
-    constexpr int G = MT_QUANT_BLOCK_GROUPS, TEAMS_PER_CTA = THREADS / 16;
-    const int tid = threadIdx.x, sub = tid & 15, chunks = a.n / 8;
-    const int ng = (a.n + 127) / 128;
-    const int64_t units = (int64_t)a.rows * ng, teams = (int64_t)gridDim.x * TEAMS_PER_CTA;
-    const int64_t team = (int64_t)blockIdx.x * TEAMS_PER_CTA + (tid >> 4);
-    const int64_t warp_team = team & ~(int64_t)1;   /* the warp's first team */
-    for (int64_t pass = 0; warp_team + pass * G * teams < units; pass++) {
-        float v[G][8];
-        int r[G], c[G];
-        bool ok[G];
-#pragma unroll
-        for (int i = 0; i < G; i++) {
-            const int64_t u = team + (pass * G + i) * teams;
-            r[i] = (int)(u / ng);
-            c[i] = (int)(u % ng) * 16 + sub;
-            ok[i] = u < units && c[i] < chunks && quant_row_live(a, r[i]);
-        }
-#pragma unroll
-        for (int i = 0; i < G; i++) {
-#pragma unroll
-            for (int q = 0; q < 8; q++)
-                v[i][q] = 0.f;
-            if (ok[i])
-                quant_values<T, ACT>(a, r[i], c[i], v[i]);
-        }
-#pragma unroll
-        for (int i = 0; i < G; i++) {
-            float m = amax8(v[i]);
-#pragma unroll
-            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            const float s = act_scale<Q>(m);
-            if (ok[i] && sub == 0)
-                a.scale[(int64_t)r[i] * ng + c[i] / 16] = s;
-            if (ok[i])
-                quant_store<Q>(a, r[i], c[i], v[i], s);
-        }
-    }
-}
-
 template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_quant(const mt_quant_args &a)
 {
     pdl_enter();
@@ -174,35 +123,54 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
         }
         return;
     }
-    if constexpr (GRAN == 3) {
-        act_quant_block<T, Q, ACT, THREADS>(a);
-        return;
-    }
-    /* Per-row scales: a warp per row, many rows per CTA and a grid-stride
-     * loop, so that short rows (the GEMM2 input, n = N) still keep enough
-     * loads in flight. A warp's lanes stay together through the shuffles:
-     * on a row that is not live they take part with zeros. */
-    const int64_t stride = (int64_t)gridDim.x * (THREADS / 32);
-    const int lane = tid & 31;
-    for (int64_t r64 = (int64_t)blockIdx.x * (THREADS / 32) + (tid >> 5); r64 < a.rows; r64 += stride) {
-        const int r = (int)r64;
-        const bool live = quant_row_live(a, r);
-        float m = 0.0f;
-        for (int c = lane; live && c < chunks; c += 32) {
-            float v[8];
-            quant_values<T, ACT>(a, r, c, v);
-            m = fmaxf(m, amax8(v));
-        }
+    /* Per-row scales: a warp per row (GRAN 2) or 16 lanes per 128-column
+     * group of a row (GRAN 3), many rows per CTA and a grid-stride loop, so
+     * that short rows (the GEMM2 input, n = N) still keep enough loads in
+     * flight. A warp's lanes stay together through the shuffles: lanes
+     * past the end or on a row that is not live take part with zeros. */
+    constexpr int LANES = GRAN == 2 ? 32 : 16, UNITS_PER_WARP = 32 / LANES;
+    const int ng = (a.n + 127) / 128;
+    const int64_t per_row = GRAN == 2 ? 1 : ng, units = (int64_t)a.rows * per_row;
+    const int64_t stride = (int64_t)gridDim.x * (THREADS / LANES);
+    const int sub = tid % LANES;
+    for (int64_t first = (int64_t)blockIdx.x * (THREADS / LANES) + (tid >> 5) * UNITS_PER_WARP;
+         first < units; first += stride) {
+        const int64_t u = first + (tid & 31) / LANES;
+        const int r = (int)(u / per_row);
+        const bool live = u < units && quant_row_live(a, r);
+        if constexpr (GRAN == 2) {
+            float m = 0.0f;
+            for (int c = sub; live && c < chunks; c += LANES) {
+                float v[8];
+                quant_values<T, ACT>(a, r, c, v);
+                m = fmaxf(m, amax8(v));
+            }
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-        const float s = act_scale<Q>(m);
-        if (live && lane == 0)
-            a.scale[r] = s;
-        for (int c = lane; live && c < chunks; c += 32) {
-            float v[8];
-            quant_values<T, ACT>(a, r, c, v);
-            quant_store<Q>(a, r, c, v, s);
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float s = act_scale<Q>(m);
+            if (live && sub == 0)
+                a.scale[r] = s;
+            for (int c = sub; live && c < chunks; c += LANES) {
+                float v[8];
+                quant_values<T, ACT>(a, r, c, v);
+                quant_store<Q>(a, r, c, v, s);
+            }
+        } else {
+            const int g = (int)(u % ng), c = g * 16 + sub;
+            const bool ok = live && c < chunks;
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (ok)
+                quant_values<T, ACT>(a, r, c, v);
+            float m = amax8(v);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float s = act_scale<Q>(m);
+            if (ok && sub == 0)
+                a.scale[(int64_t)r * ng + g] = s;
+            if (ok)
+                quant_store<Q>(a, r, c, v, s);
         }
     }
 }

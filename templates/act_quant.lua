@@ -9,7 +9,7 @@ local GRAN = { tensor = 1, token = 2, block = 3 }
 local ACT = { none = -1, silu = 0, gelu = 1 }
 return {
   family = "act_quant",
-  version = 4,
+  version = 3,
   doc = "quantize activation rows (optionally act-and-mul first) to fp8/int8 with scales",
   params = {
     { name = "dtype",    abbrev = "", values = { "bf16", "fp16" } },

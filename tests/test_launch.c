@@ -14,7 +14,6 @@
 #include "common/cuda_driver.h"
 #include "runtime/moe_launch.h"
 #include "runtime/rt_internal.h"
-#include "templates/act_quant_grid.h"
 #include "templates/gemv_args.h"
 
 /* ---- the fake driver ---- */
@@ -236,14 +235,12 @@ static void test_fp8_weight_maps(void **state)
     const int fused = strcmp(epi, "store") != 0;
     expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 512, fused ? 256 : 512,
                fused ? 2 : 1, 8, 1, 2 * 256 * 512, (cuuint32_t)(fused ? bn1 / 2 : bn1));
-    /* The activation quantizers: 16 lanes per MT_QUANT_BLOCK_GROUPS groups
-     * of 128 columns; the hidden rows (4096 x 4 groups) before GEMM1, the
-     * 8192 slots' GEMM2 inputs (2 groups each) after it. */
+    /* The activation quantizers: 16 lanes per 128-column group; the hidden
+     * rows (4096 x 4 groups) before GEMM1, the 8192 slots' GEMM2 inputs (2
+     * groups each) after it. */
     const int tq = plan.step[MT_STEP_QUANT].v.threads, ta = plan.step[MT_STEP_ACT].v.threads;
-    const int64_t teams1 = (4096 * 4 + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS;
-    const int64_t teams2 = (8192 * 2 + MT_QUANT_BLOCK_GROUPS - 1) / MT_QUANT_BLOCK_GROUPS;
-    assert_int_equal(fake.step_grid[MT_STEP_QUANT], (teams1 * 16 + tq - 1) / tq);
-    assert_int_equal(fake.step_grid[MT_STEP_ACT], (teams2 * 16 + ta - 1) / ta);
+    assert_int_equal(fake.step_grid[MT_STEP_QUANT], (4096 * 4 * 16 + tq - 1) / tq);
+    assert_int_equal(fake.step_grid[MT_STEP_ACT], (8192 * 2 * 16 + ta - 1) / ta);
 }
 
 /* A driver without cuTensorMapEncodeTiled: a clear error naming the step,
