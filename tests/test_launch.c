@@ -36,7 +36,6 @@ static struct {
     encode_call enc[4];
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
-    unsigned grid[2];           /* and their grids */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
 } fake;
 
@@ -57,10 +56,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
             fake.step_grid[st] = gx;
             if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
-            if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) {
+            if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
-                fake.grid[st == MT_STEP_GEMM2] = gx;
-            }
         }
     fake.launches++;
     return CUDA_SUCCESS;
@@ -375,8 +372,8 @@ static void test_token_sum_gemv(void **state)
     assert_ptr_equal(r->gemm.C, t.out);
     assert_int_equal(r->gemm.ldc, 512);
     assert_ptr_equal(r->gemm.row_weight, t.topk_weights);
-    assert_int_equal(fake.grid[1], 3 * (512 / 16));    /* tokens x column blocks */
-    assert_int_equal(fake.grid[0], 12 * (384 / 8));    /* slots x column blocks (silu: 8 a CTA) */
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM2], 3 * (512 / 16));    /* tokens x column blocks */
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 12 * (384 / 8));    /* slots x column blocks (silu: 8 a CTA) */
     /* The workspace has no per-slot GEMM2 output. */
     mt_moe_plan per_slot = plan;
     set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1");
