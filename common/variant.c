@@ -65,9 +65,17 @@ mt_status mt_variant_add(mt_variant *v, const char *name, const char *value)
 
 mt_status mt_variant_make_name(mt_variant *v, const char *const *abbrevs)
 {
+    return mt_variant_make_name_omitting(v, abbrevs, NULL);
+}
+
+mt_status mt_variant_make_name_omitting(mt_variant *v, const char *const *abbrevs,
+                                        const char *const *omit)
+{
     char name[MT_VARIANT_NAME_MAX];
     int n = snprintf(name, sizeof name, "mtk_%s", v->family);
     for (int i = 0; i < v->nparams && n > 0 && (size_t)n < sizeof name; i++) {
+        if (omit && omit[i] && !strcmp(omit[i], v->params[i].value))
+            continue;
         const char *ab = abbrevs && abbrevs[i] ? abbrevs[i] : "";
         n += snprintf(name + n, sizeof name - (size_t)n, "_%s", ab);
         for (const char *c = v->params[i].value; *c && (size_t)n < sizeof name - 1; c++) {

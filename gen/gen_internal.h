@@ -48,6 +48,7 @@ typedef struct gen_value {
 typedef struct gen_param {
     char name[32];
     char abbrev[16];
+    int omit;                  /* index of the value left out of names, -1: none */
     int nvalues;
     gen_value *values;
 } gen_param;

@@ -159,7 +159,22 @@ static int load_params(lua_State *L, step *c, int tbl)
                          p->values[k].text);
             }
         }
-        lua_pop(L, 2);   /* values, params[i] */
+        lua_pop(L, 1);   /* values */
+        /* omit_in_name: a value that names leave out (a parameter added
+         * after kernels with the older names were tuned). */
+        p->omit = -1;
+        ty = rawfield(L, -1, "omit_in_name");
+        if (ty != LUA_TNIL) {
+            gen_value ov;
+            if (read_value(L, &ov))
+                for (int k = 0; k < nv; k++)
+                    if (strcmp(ov.text, p->values[k].text) == 0)
+                        p->omit = k;
+            if (p->omit < 0)
+                FAIL(c, "template %s: parameter '%s': omit_in_name must be one of its values",
+                     t->family, p->name);
+        }
+        lua_pop(L, 2);   /* omit_in_name, params[i] */
     }
     t->nparams = np;
     lua_pop(L, 1);
@@ -495,10 +510,12 @@ mt_status gen_template_variant(const gen_template *t, const int *point, const ch
             return mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "template %s: parameter '%s' = '%s' "
                            "does not fit a variant", t->family, t->params[i].name,
                            t->params[i].values[point[i]].text);
-    const char *abbrevs[MT_VARIANT_MAX_PARAMS];
-    for (int i = 0; i < t->nparams; i++)
+    const char *abbrevs[MT_VARIANT_MAX_PARAMS], *omit[MT_VARIANT_MAX_PARAMS];
+    for (int i = 0; i < t->nparams; i++) {
         abbrevs[i] = t->params[i].abbrev;
-    if (mt_variant_make_name(v, abbrevs))
+        omit[i] = t->params[i].omit >= 0 ? t->params[i].values[t->params[i].omit].text : NULL;
+    }
+    if (mt_variant_make_name_omitting(v, abbrevs, omit))
         return mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "template %s: the kernel name of a "
                        "point is longer than %d characters", t->family, MT_VARIANT_NAME_MAX - 1);
     return MT_OK;

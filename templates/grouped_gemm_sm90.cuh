@@ -7,6 +7,13 @@
  * are gemm_tile.cuh's (the wgmma D fragment is the m16n8 C layout with
  * WARPS_M = BM/16, WARPS_N = 1).
  *
+ * Cfg::SWAP: the operands trade places. Warpgroup g owns weight rows (tile
+ * columns) 64g..64g+63 as the MMA's A operand and all BM token rows are its
+ * N: wgmma m64nBMk16 / k32, D = the tile transposed, WARPS_M = BN/16. The
+ * copies, the pipelines and write_tile are the same; the fold of the block
+ * scales and the staging of the fragments read D transposed (swap_scales,
+ * stage_tile below).
+ *
  * Shared memory: per stage an A tile (BM rows) and a B tile (BN weight rows),
  * each row one 128-byte line of K, in the 128-byte swizzle: 16-byte chunk c
  * of row r sits at r*128 + ((c ^ (r % 8)) * 16), tiles 1024-byte aligned.
@@ -21,9 +28,9 @@
  * described at grouped_gemm_sm90 below.
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
- * BK, GROUP_M, STAGES, WARPS_M = BM/16, WARPS_N = 1) plus PIPE, BLOAD (0:
- * weights by cp.async, 1: by TMA, "ws" and "persist" only) and the
- * generated static mma(acc, desc_a, desc_b).
+ * BK, GROUP_M, STAGES, WARPS_M = BM/16 or with SWAP BN/16, WARPS_N = 1) plus
+ * PIPE, BLOAD (0: weights by cp.async, 1: by TMA, "ws" and "persist" only),
+ * SWAP and the generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -113,8 +120,14 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
                                           : (PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES);
     static constexpr int NBARS = 2 * Cfg::STAGES + (PERSIST ? 4 : 0);
     static constexpr int ROW_SETS = PERSIST ? 2 : 1;
+    /* The MMA's N, and the accumulator fragments (of 8 columns) a thread
+     * holds for it. */
+    static constexpr int MMA_N = Cfg::SWAP ? Cfg::BM : Cfg::BN;
+    static constexpr int ACC_NT = MMA_N / 8;
     static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
-    static_assert(Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0, "tile does not split into warpgroups");
+    static_assert(Cfg::SWAP ? Cfg::BN % 64 == 0 && Cfg::BM % 16 == 0 && Cfg::PIPE != 0
+                            : Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0,
+                  "tile does not split into warpgroups");
     static_assert(Cfg::BLOAD == 0 || Cfg::PIPE != 0, "TMA weight loads need a copying warpgroup");
 };
 
@@ -196,17 +209,134 @@ template <class Cfg, int LOADERS> struct sm90_loader {
 };
 
 /* The MMAs of one stage for warpgroup wg: KSTEPS wgmma, committed as one
- * group. Descriptor addresses are in 16-byte units: a K step is +2. */
+ * group. Descriptor addresses are in 16-byte units: a K step is +2. The
+ * warpgroup's 64 rows are token rows, or (SWAP) weight rows. */
 template <class Cfg, class Acc>
 __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, const unsigned char *sB, int wg)
 {
     using S = sm90_shape<Cfg>;
-    const uint64_t da = sw128_desc(sA + wg * 64 * S::ROW), db = sw128_desc(sB);
+    const uint64_t da = Cfg::SWAP ? sw128_desc(sB + wg * 64 * S::ROW) : sw128_desc(sA + wg * 64 * S::ROW);
+    const uint64_t db = Cfg::SWAP ? sw128_desc(sA) : sw128_desc(sB);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < S::KSTEPS; kk++)
         Cfg::mma(acc, da + 2 * kk, db + 2 * kk);
     wgmma_commit();
+}
+
+/* SWAP, block modes: the per-128-K fold of block_scales (gemm_tile.cuh)
+ * for the transposed D. This thread holds weight rows (tile columns)
+ * 16 * warp + lane / 4 + 8h, h = 0, 1, and token rows 8j + 2 (lane % 4) + c:
+ * two weight scales and 2 ACC_NT token scales a K block, loaded one fold
+ * ahead. init and fold take block_scales' arguments. */
+template <class Cfg> struct swap_scales {
+    static constexpr int NT = sm90_shape<Cfg>::ACC_NT;
+    int64_t sa_off[NT][2];
+    int32_t sw_off[2];
+    int kblocks, next;
+    float sa[NT][2], sw[2];
+
+    __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb, int warp, int,
+                                         int lane)
+    {
+        const int nblocks = (a.N + 127) / 128;
+        kblocks = (a.K + 127) / 128;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                int64_t arow, crow;
+                int slot;
+                const int r = j * 8 + (lane & 3) * 2 + c;
+                sa_off[j][c] = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? arow * a.a_scale_ld : -1;
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            int n;
+            sw_off[h] = weight_row<Cfg>(a, nb, warp * 16 + (lane >> 2) + h * 8, &n)
+                            ? (t.expert * nblocks + n / 128) * kblocks
+                            : -1;
+        }
+        load(a, 0);
+    }
+
+    __device__ __forceinline__ void load(const mt_gemm_args &a, int kb)
+    {
+        next = kb < kblocks ? kb : -1;
+        if (next < 0)
+            return;
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+                sa[j][c] = sa_off[j][c] >= 0 ? a.a_scale[sa_off[j][c] + kb] : 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            sw[h] = sw_off[h] >= 0 ? a.b_scale[sw_off[h] + kb] : 0.f;
+    }
+
+    template <class Acc>
+    __device__ __forceinline__ void fold(const mt_gemm_args &a, int kb, Acc (&acc)[1][NT][4],
+                                         float (&facc)[1][NT][4])
+    {
+        if (next != kb)
+            load(a, kb);
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                facc[0][j][q] += (float)acc[0][j][q] * (sa[j][q & 1] * sw[q >> 1]);
+                acc[0][j][q] = 0;
+            }
+        load(a, kb + 1);
+    }
+};
+
+template <class Cfg>
+using sm90_scales = typename pick<Cfg::SWAP, swap_scales<Cfg>, block_scales<Cfg>>::type;
+
+/* This computing warp's fragments into the fp32 tile sC (token rows, LDC
+ * apart), scaled as stage_fragments (gemm_tile.cuh) scales them; with SWAP
+ * the fragments are the tile transposed (swap_scales' mapping). */
+template <class Cfg, class Acc, class FAcc>
+__device__ __forceinline__ void stage_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp,
+                                           int lane, const Acc &acc, const FAcc &facc, float *sC)
+{
+    using S = sm90_shape<Cfg>;
+    using Q = typename S::Q;
+    if constexpr (!Cfg::SWAP) {
+        stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, sC);
+    } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int col = warp * 16 + (lane >> 2) + h * 8;
+            int n;
+            const bool has_n = weight_row<Cfg>(a, nb, col, &n);
+            float sw = 1.f;
+            if constexpr (Q::GRAN == 1)
+                sw = a.a_scale[0] * a.b_scale[t.expert];
+            else if constexpr (Q::GRAN == 2)
+                sw = has_n ? a.b_scale[(int64_t)t.expert * a.N + n] : 0.f;
+#pragma unroll
+            for (int j = 0; j < S::ACC_NT; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int r = j * 8 + (lane & 3) * 2 + c;
+                    float v;
+                    if constexpr (S::BLOCK) {
+                        v = facc[0][j][h * 2 + c];
+                    } else if constexpr (Q::GRAN == 2) {
+                        int64_t arow, crow;
+                        int slot;
+                        const float sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
+                        v = (float)acc[0][j][h * 2 + c] * (sa * sw);
+                    } else {
+                        v = (float)acc[0][j][h * 2 + c] * sw;
+                    }
+                    sC[r * S::LDC + col] = v;
+                }
+        }
+    }
 }
 
 /* The copying warpgroup's part of one output tile ("ws", "persist"): the
@@ -242,9 +372,9 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * its MMAs are done: at once in the block modes, which wait for them to
  * fold the sums, else one K tile later (one MMA group stays in flight),
  * the last one after the final wait. */
-template <class Cfg, class AccT, class FAccT>
+template <class Cfg, class AccT, class FAccT, class Scales>
 __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
-                                             block_scales<Cfg> &bs, const unsigned char *sA,
+                                             Scales &bs, const unsigned char *sA,
                                              const unsigned char *sB, uint64_t *full, uint64_t *empty,
                                              int wg, int k_tiles, int it)
 {
@@ -277,7 +407,8 @@ __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, F
  * PIPE 1 ("ws"): warp-specialized. Warpgroup 0 only copies, the others only
  * compute; with two computing warpgroups (384 threads, 168 registers each at
  * entry) setmaxnreg moves registers from the copiers (72) to the
- * accumulators (216): 128 * 72 + 256 * 216 <= 64K; per stage a `full` mbarrier (the
+ * accumulators (216): 128 * 72 + 256 * 216 <= 64K (not with SWAP, whose
+ * accumulators are small); per stage a `full` mbarrier (the
  * copying threads' cp.async completions) and an `empty` one (every
  * computing thread, once its MMAs on the stage completed), so the copies
  * run up to STAGES tiles ahead without CTA barriers. The block-scale modes
@@ -287,8 +418,8 @@ __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, F
  * was tried (FOLD=pingpong, 2 December 2026) and removed: ptxas serializes
  * every wgmma of such a loop (C7514, non-wgmma instructions reading
  * accumulator registers within a pipeline stage), and it ran 40 % slower.
- * PIPE 2 ("persist"): "ws" in a grid of at most one CTA per SM (the
- * runtime caps it) whose CTAs take output tiles blockIdx.x, + gridDim.x,
+ * PIPE 2 ("persist"): "ws" in a grid of at most as many CTAs as the GPU
+ * holds at once (the runtime caps it) whose CTAs take output tiles blockIdx.x, + gridDim.x,
  * ... in turn. The copiers run on into the next tile while the computing
  * warpgroups write the last one out (its fp32 tile has buffers of its own):
  * a tile's pipeline fill and epilogue no longer leave the tensor cores
@@ -323,11 +454,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
      * the first. */
     const int ctid = Cfg::PIPE == 0 ? tid : tid - 128;
     const int warp = ctid >> 5, wg = warp / 4;
-    Acc acc[1][S::NT][4];
-    float facc[1][S::BLOCK ? S::NT : 1][4];
+    Acc acc[1][S::ACC_NT][4];
+    float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
     auto clear = [&]() {
 #pragma unroll
-        for (int j = 0; j < S::NT; j++)
+        for (int j = 0; j < S::ACC_NT; j++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 acc[0][j][q] = 0;
@@ -347,7 +478,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         ld.init(a, t, nb, tid, arow_table);
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
         __syncthreads();
-        block_scales<Cfg> bs;
+        sm90_scales<Cfg> bs;
         if constexpr (S::BLOCK)
             bs.init(a, t, nb, warp, 0, lane);
 #pragma unroll
@@ -391,15 +522,15 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         }
         __syncthreads();
         if (tid < 128) {
-            if constexpr (S::CONSUMERS > 128)
+            if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_shrink<72>();
             copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, k_tiles, 0);
             cp_async_wait<0>();
         } else {
-            if constexpr (S::CONSUMERS > 128)
+            if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_grow<216>();
             clear();
-            block_scales<Cfg> bs;
+            sm90_scales<Cfg> bs;
             if constexpr (S::BLOCK)
                 bs.init(a, t, nb, warp, 0, lane);
             compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, 0);
@@ -408,7 +539,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
              * (Every copy has landed: each stage's full barrier was waited
              * on before its MMAs.) */
             asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
-            stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, sC);
+            stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
         }
         __syncthreads();   /* staged: every thread helps write */
         write_tile<Cfg>(a, t, nb, sC, tid, S::CONSUMERS + 128, rows_of(0));
@@ -427,7 +558,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         __syncthreads();
         int it = 0, n = 0;   /* K tiles and output tiles this CTA has done */
         if (tid < 128) {
-            if constexpr (S::CONSUMERS > 128)
+            if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_shrink<72>();
             for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 tile_rows t;
@@ -447,7 +578,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             }
             cp_async_wait<0>();
         } else {
-            if constexpr (S::CONSUMERS > 128)
+            if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_grow<216>();
             for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 tile_rows t;
@@ -456,7 +587,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     continue;
                 const int set = n & 1;
                 clear();
-                block_scales<Cfg> bs;
+                sm90_scales<Cfg> bs;
                 if constexpr (S::BLOCK)
                     bs.init(a, t, nb, warp, 0, lane);
                 compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
@@ -465,7 +596,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 /* Every computing thread has written the last tile out: the
                  * fp32 tile is free. */
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
-                stage_fragments<Cfg>(a, t, nb, warp, 0, lane, acc, facc, sC);
+                stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
                 write_tile<Cfg>(a, t, nb, sC, ctid, S::CONSUMERS, rows_of(set));
                 mbar_arrive(&rows_free[set]);

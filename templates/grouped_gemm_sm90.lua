@@ -2,18 +2,25 @@
 -- (wgmma.mma_async, HGMMA/QGMMA in SASS), sm_90a only. Same kernel argument
 -- (mt_gemm_args), same role (gemm1 or gemm2) and the same parameter names as
 -- grouped_gemm, so the tuner and the runtime treat both families alike (see
--- mt_gemm_families). One warpgroup per 64 rows of the tile; operands staged
--- in shared memory in the 128-byte swizzled layout the MMA reads, by cp.async
--- row copies (the standard format's gathered token rows need them; the
--- weight tiles too, or with BLOAD=tma by the tensor memory accelerator from
--- a descriptor the launcher encodes), STAGES deep, one MMA group in flight. PIPE: "sync" (every thread copies and
--- computes, a CTA barrier per K tile), "ws" (a copying warpgroup and
--- computing warpgroups handing stages over on mbarriers) or "persist" ("ws"
--- in a grid of one CTA per SM that walks the output tiles, the copies of the
--- next tile overlapping the epilogue of the last; the runtime caps the grid
--- of a variant with this value, runtime/moe_launch.c). Device code:
--- grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...) accumulator
--- operands is written here, per tile width and operand type.
+-- mt_gemm_families). Operands staged in shared memory in the 128-byte
+-- swizzled layout the MMA reads, by cp.async row copies (the standard
+-- format's gathered token rows need them; the weight tiles too, or with
+-- BLOAD=tma by the tensor memory accelerator from a descriptor the launcher
+-- encodes), STAGES deep, one MMA group in flight. PIPE: "sync" (every thread
+-- copies and computes, a CTA barrier per K tile), "ws" (a copying warpgroup
+-- and computing warpgroups handing stages over on mbarriers) or "persist"
+-- ("ws" in a grid of as many CTAs as the GPU holds at once, each walking the
+-- output tiles, the copies of the next tile overlapping the epilogue of the
+-- last; the runtime caps the grid of a variant with this value,
+-- runtime/moe_launch.c).
+-- SWAP (version 7): "no": one computing warpgroup per 64 token rows, the
+-- weight rows are the MMA's N (BLOCK_N of them). "yes": the operands trade
+-- places: one computing warpgroup per 64 weight rows (BLOCK_N a multiple of
+-- 64), the tile's BLOCK_M token rows (16, 32 or 64) are the MMA's N. A few
+-- tokens per expert then cost no 64-row padding of the MMA, and the weights
+-- stream through the same TMA pipeline ("ws" and "persist" only). Device
+-- code: grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...)
+-- accumulator operands is written here, per tile width and operand type.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 local EPI = { store = 0, silu = 1, gelu = 2 }
@@ -29,10 +36,16 @@ local function block_scaled(quant) return quant == "fp8-block" or quant == "int8
 local PIPE = { sync = 0, ws = 1, persist = 2 }
 local BLOAD = { cp = 0, tma = 1 }
 
+local function swapped(p) return p.SWAP == "yes" end
+
 local function shape(p)
   local s = {}
+  -- The MMA's 64-row side (token rows, or weight rows when swapped) and its
+  -- N (the other side).
+  s.mma_m = swapped(p) and p.BLOCK_N or p.BLOCK_M
+  s.mma_n = swapped(p) and p.BLOCK_M or p.BLOCK_N
   -- 4 warps per 64 rows compute; "ws" and "persist" add a copying warpgroup.
-  s.threads = p.BLOCK_M * 2 + (p.PIPE ~= "sync" and 128 or 0)
+  s.threads = s.mma_m * 2 + (p.PIPE ~= "sync" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
   local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
@@ -47,15 +60,15 @@ local function shape(p)
   end
   -- fp32 (or int32) accumulators per thread; block modes keep a second set
   -- (the scaled sum).
-  s.acc = p.BLOCK_N // 2 * (block_scaled(p.quant) and 2 or 1)
+  s.acc = s.mma_n // 2 * (block_scaled(p.quant) and 2 or 1)
   return s
 end
 
 -- The wgmma instruction for the point, as an inline-asm wrapper the kernel
--- calls once per K step: D(64 x BN) += A(64 x k) * B(BN x k)^T, A and B
+-- calls once per K step: D(64 x n) += A(64 x k) * B(n x k)^T, A and B
 -- K-major in shared memory (descriptors), D in this thread's registers.
 local function mma_wrapper(p)
-  local n = p.BLOCK_N
+  local n = shape(p).mma_n
   local regs = n // 2
   local int = p.quant:sub(1, 4) == "int8"
   local op
@@ -101,7 +114,20 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" } }) do
-    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma" }
+    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
+                SWAP = "no" }
+    for k, v in pairs(t) do d[k] = v end
+    defaults[#defaults + 1] = d
+  end
+  -- Swapped tiles for a few tokens per expert: 64 or 128 weight rows deep
+  -- in stages, 16 to 64 token rows.
+  for _, t in ipairs({
+      { BLOCK_M = 16, BLOCK_N = 128, STAGES = 8, PIPE = "ws" },
+      { BLOCK_M = 32, BLOCK_N = 128, STAGES = 8, PIPE = "ws" },
+      { BLOCK_M = 64, BLOCK_N = 128, STAGES = 6, PIPE = "ws" },
+      { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
+      { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
+    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -109,18 +135,19 @@ end
 
 return {
   family = "grouped_gemm_sm90",
-  version = 6,
+  version = 7,
   doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
     { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
-    { name = "BLOCK_M",  abbrev = "m", values = { 64, 128 } },
+    -- Token rows of a tile (with SWAP "no", 64 per computing warpgroup).
+    { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 64, 128, 192, 256 } },
     { name = "BLOCK_K",  abbrev = "k", values = { 64, 128 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
-    { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6 } },
+    { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6, 8, 10, 12 } },
     { name = "PIPE",     abbrev = "p", values = { "sync", "ws", "persist" } },
     -- Block modes fold a K tile's sums (scaled) once its MMAs are done.
     -- "pingpong" (the next tile's MMAs into a second accumulator set
@@ -132,6 +159,9 @@ return {
     -- threads, or TMA bulk copies (one thread, completing on the stage's
     -- mbarrier). Version 6.
     { name = "BLOAD",    abbrev = "b", values = { "cp", "tma" } },
+    -- Which operand is the MMA's 64-row side (file comment). Version 7;
+    -- "no" stays out of the names, which are those of version 6.
+    { name = "SWAP",     abbrev = "sw", values = { "no", "yes" }, omit_in_name = "no" },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -139,11 +169,29 @@ return {
     if p.BLOAD == "tma" and p.PIPE == "sync" then
       return false, "TMA weight loads need a copying warpgroup (PIPE ws or persist)"
     end
+    if swapped(p) then
+      if p.PIPE == "sync" then return false, "swapped operands need a copying warpgroup (PIPE ws or persist)" end
+      if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
+      -- ptxas serializes the warpgroup MMAs of this combination (C7520,
+      -- a compiler-inserted warpgroup arrive in a divergent path; CUDA 13.0).
+      if p.PIPE == "persist" and block_scaled(p.quant) then
+        return false, "swapped: block scales in a persistent loop serialize the MMAs (ptxas C7520)"
+      end
+    elseif p.BLOCK_M < 64 then
+      return false, "BLOCK_M under 64 rows needs swapped operands"
+    elseif p.STAGES > 6 then
+      return false, "more than 6 stages only for swapped operands"
+    end
     local s = shape(p)
     -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit values.
     if s.row_bytes ~= 128 then return false, "BLOCK_K is not one 128-byte swizzle row" end
     -- One consumer warpgroup gets up to 255 registers a thread, two 216.
     if s.acc > 128 then return false, "accumulators exceed the register budget" end
+    -- Swapped tiles take no registers from the copiers (no setmaxnreg):
+    -- every thread has its share of the register file.
+    if swapped(p) and (s.acc + 48) * s.threads > 65536 then
+      return false, "swapped: accumulators exceed the register budget"
+    end
     if s.smem > target.smem_per_block then return false, "shared memory exceeds the target" end
     return true
   end,
@@ -161,7 +209,8 @@ struct ${NAME}_cfg {
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD};
-    static constexpr int WARPS_M = ${BM} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+    static constexpr bool SWAP = ${SWAP};
+    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ mt_gemm_args args)
@@ -170,6 +219,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
-      STAGES = p.STAGES, PIPE = PIPE[p.PIPE], BLOAD = BLOAD[p.BLOAD], THREADS = s.threads, MMA = mma_wrapper(p) })
+      STAGES = p.STAGES, PIPE = PIPE[p.PIPE], BLOAD = BLOAD[p.BLOAD], SWAP = swapped(p) and "true" or "false",
+      MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p) })
   end,
 }

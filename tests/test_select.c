@@ -7,6 +7,7 @@
  */
 #include "tests/support.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +231,72 @@ static void test_select_gemv_for_decode(void **state)
     free(gv);
 }
 
+/* Swapped warpgroup-MMA tiles (grouped_gemm_sm90, SWAP yes: the weight
+ * rows are the MMA's 64-row side, the tokens its N): with a few tokens per
+ * expert both a swapped 16-row tile and an unswapped 64-row one are bound
+ * by the weight bytes in the model (within 1 %); the mixed ranking offers
+ * swapped tiles where
+ * experts get a few tokens, and the GEMM2 candidates of a swapped GEMM1's
+ * BLOCK_M come from both families. */
+static void test_select_swapped_sm90(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_variant *sv = NULL;
+    size_t nsv = 0;
+    mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .nparams = 3,
+                       .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
+    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &sv, &nsv, NULL))
+        fail_msg("grouped_gemm_sm90: %s", mt_gen_errmsg(g));
+    mt_gen_close(g);
+    const mt_variant *swapped = NULL, *plain = NULL;
+    for (size_t i = 0; i < nsv; i++) {
+        const mt_variant *v = &sv[i];
+        if (strcmp(mt_variant_get(v, "epilogue"), "store") || mt_variant_int(v, "BLOCK_N", 0) != 128 ||
+            strcmp(mt_variant_get(v, "PIPE"), "ws") || mt_variant_int(v, "STAGES", 0) != 4)
+            continue;
+        const int swap = !strcmp(mt_variant_get(v, "SWAP"), "yes");
+        if (swap && mt_variant_int(v, "BLOCK_M", 0) == 16)
+            swapped = v;
+        else if (!swap && mt_variant_int(v, "BLOCK_M", 0) == 64)
+            plain = v;
+    }
+    assert_non_null(swapped);
+    assert_non_null(plain);
+    mt_problem p = qwen3(64);   /* 512 slots over 128 experts: 4 tokens each */
+    const double ts = mt_gemm_model_us(swapped, &p, 0, SM_COUNT);
+    const double tp = mt_gemm_model_us(plain, &p, 0, SM_COUNT);
+    printf("  qwen3 M=64 gemm1: swapped 16x128 %.1f us, unswapped 64x128 %.1f us\n", ts, tp);
+    assert_true(ts > 0.0 && fabs(ts - tp) < 0.01 * tp);
+
+    mt_variant *both = malloc((nall + nsv) * sizeof *both);
+    assert_non_null(both);
+    memcpy(both, all, nall * sizeof *both);
+    memcpy(both + nall, sv, nsv * sizeof *both);
+    size_t pick[12];
+    p = qwen3(128);
+    size_t k = mt_select_stage(both, nall + nsv, &p, 1, 0, SM_COUNT, 12, pick);
+    assert_int_equal(k, 12);
+    int nswap = 0;
+    int64_t bm = 0;
+    for (size_t i = 0; i < k; i++) {
+        const char *sw = mt_variant_get(&both[pick[i]], "SWAP");
+        if (sw && !strcmp(sw, "yes")) {
+            if (!nswap++)
+                bm = mt_variant_int(&both[pick[i]], "BLOCK_M", 0);
+        }
+    }
+    printf("  qwen3 M=128: %d of %zu GEMM1 picks swapped, first %s\n", nswap, k, both[pick[0]].name);
+    assert_true(nswap > 0);
+    k = mt_select_stage(both, nall + nsv, &p, 2, bm, SM_COUNT, 12, pick);
+    assert_true(k > 0);
+    for (size_t i = 0; i < k; i++)
+        assert_int_equal(mt_variant_int(&both[pick[i]], "BLOCK_M", 0), bm);
+    free(both);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_select_gemm2_any_split),
         cmocka_unit_test(test_select_gemv_for_decode),
         cmocka_unit_test(test_default_is_unsplit),
+        cmocka_unit_test(test_select_swapped_sm90),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

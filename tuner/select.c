@@ -121,10 +121,15 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     const double flops = 2.0 * busy * mblocks * bm * n_out * k;
     /* mma.sync: bigger warp tiles use the tensor cores better (fewer shared
      * loads per MMA), at most half the peak. Warpgroup MMA reads both
-     * operands from shared memory itself; wider N amortizes the A reads. */
+     * operands from shared memory itself; a wider N amortizes the reads of
+     * its 64-row operand. */
     double mma_eff;
     if (sm90) {
-        mma_eff = 0.8 * fmin(1.0, sqrt(bn / 128.0));
+        /* The MMA's N: the weight rows, or with swapped operands the token
+         * rows (SWAP, templates/grouped_gemm_sm90.lua). */
+        const char *swap = mt_variant_get(v, "SWAP");
+        const double mma_n = swap && !strcmp(swap, "yes") ? bm : bn;
+        mma_eff = 0.8 * fmin(1.0, sqrt(mma_n / 128.0));
     } else {
         const double wm = bm / (double)mt_variant_int(v, "WARPS_M", 1);
         const double wn = bn / (double)mt_variant_int(v, "WARPS_N", 1);
@@ -148,7 +153,14 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     const double f_row = b_row >= 128.0 ? 1.0 : pow(b_row / 128.0, 0.4);
     const double warps_sm = per_sm * warps;
     const double f_occ = sm90 || warps_sm >= 16.0 ? 1.0 : 1.0 - 0.55 * pow(1.0 - warps_sm / 16.0, 1.5);
-    const double bw = MODEL_BW * f_row * f_occ;
+    /* Warpgroup-MMA tiles whose copying warpgroup brings the weights in
+     * by cp.async row copies (BLOAD=cp) against one TMA bulk copy a stage:
+     * 8-16 % slower at the same tile where that was timed (large M,
+     * docs/PERFORMANCE.md, session 6); a small factor here, so that the
+     * TMA twin of a tile ranks first. */
+    const char *bload = mt_variant_get(v, "BLOAD");
+    const double f_load = sm90 && bload && !strcmp(bload, "cp") ? 0.97 : 1.0;
+    const double bw = MODEL_BW * f_row * f_occ * f_load;
     /* Waves of CTAs: a wave takes as long as its bytes at bw, but no less
      * than one CTA's own latency chain (fixed cost plus its K steps, each
      * a load latency divided over the STAGES-1 loads in flight). */

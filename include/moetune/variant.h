@@ -59,6 +59,12 @@ mt_status mt_variant_add(mt_variant *v, const char *name, const char *value);
 /* Compute v->name from family, params and their abbreviations (abbrevs[i]
  * for params[i]; NULL means the empty abbreviation). */
 mt_status mt_variant_make_name(mt_variant *v, const char *const *abbrevs);
+/* The same, leaving out of the name every parameter whose value is
+ * omit[i] (omit NULL, or omit[i] NULL: none left out). A template declares
+ * such a value for a parameter added after kernels were tuned, so that the
+ * names of the points that existed before keep their spelling. */
+mt_status mt_variant_make_name_omitting(mt_variant *v, const char *const *abbrevs,
+                                        const char *const *omit);
 
 /* 1 when v has the family and parameters of `like` except that parameter
  * `param` has `value` (used to find the GEMM2 sibling of a GEMM1 tile). */
