@@ -198,6 +198,28 @@ static void expect_open_error(const char *dir, mt_status want, const char *const
     mt_gen_close(g);
 }
 
+/* A parameter's omit_in_name value stays out of the kernel names: the
+ * points that existed before the parameter keep their names, the others
+ * carry the parameter like any other. */
+static void test_omit_in_name(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/omit", NULL);
+    mt_gen_filter f = {.family = "renamed", .arch = "sm_90a"};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_int_equal((int)n, 4);
+    static const char *const want[] = {"mtk_renamed_b32", "mtk_renamed_b32_spon", "mtk_renamed_b64",
+                                       "mtk_renamed_b64_spon"};
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(v[i].name, want[i]);
+        assert_string_equal(mt_variant_get(&v[i], "SPLIT"), i % 2 ? "on" : "off");
+    }
+    free(v);
+    mt_gen_close(g);
+}
+
 static void test_bad_templates(void **state)
 {
     (void)state;
@@ -211,6 +233,8 @@ static void test_bad_templates(void **state)
                       (const char *[]){"bad_default", "BLOCK_M", "48", NULL});
     expect_open_error(DATA "/bad_values", MT_ERR_TEMPLATE,
                       (const char *[]){"bad_values", "SPLIT_K", "values[3]", NULL});
+    expect_open_error(DATA "/bad_omit", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_omit", "SPLIT", "omit_in_name", NULL});
     expect_open_error(DATA "/does_not_exist", MT_ERR_IO,
                       (const char *[]){"does_not_exist", NULL});
     mt_gen_close(NULL);
@@ -559,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_enumerate_counts),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_bad_templates),
+        cmocka_unit_test(test_omit_in_name),
         cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_amalgamation),
         cmocka_unit_test(test_override),
