@@ -165,6 +165,57 @@ static void test_split_k_pruning(void **state)
     mt_gen_close(g);
 }
 
+/* grouped_gemm_sm90's SWAP (version 7): the unswapped points keep their
+ * version-6 names (the tuned databases' keys), the swapped ones end in
+ * "_swyes"; swapped tiles have whole warpgroups of 64 weight rows and a
+ * copying warpgroup; block-scaled ones are not offered in the persistent
+ * loop (ptxas serializes their MMAs); tiles under 64 token rows are all
+ * swapped. */
+static void test_sm90_swap_names_and_pruning(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    static const char *const quants[] = {"none", "fp8-block"};
+    for (int q = 0; q < 2; q++) {
+        const char *const kv[] = {"dtype", "bf16", "quant", quants[q], "format", "standard",
+                                  "epilogue", "store", NULL};
+        size_t n = 0;
+        mt_prune_report r;
+        mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
+        int swapped = 0, v6_name = 0;
+        for (size_t i = 0; i < n; i++) {
+            const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
+            const char *pipe = mt_variant_get(&v[i], "PIPE");
+            const size_t len = strlen(v[i].name);
+            const int tail = len > 6 && !strcmp(v[i].name + len - 6, "_swyes");
+            assert_int_equal(tail, swap);
+            if (swap) {
+                swapped++;
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_N", 0) % 64, 0);
+                assert_string_not_equal(pipe, "sync");
+                if (q == 1)
+                    assert_string_not_equal(pipe, "persist");
+            } else {
+                assert_true(mt_variant_int(&v[i], "BLOCK_M", 0) >= 64);
+            }
+            v6_name += !strcmp(v[i].name, q == 0 ? "mtk_grouped_gemm_sm90_bf16_none_standard_store_"
+                                                   "m128_n256_k64_g8_s4_pws_fwait_btma"
+                                                 : "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_"
+                                                   "m128_n128_k128_g8_s3_ppersist_fwait_btma");
+        }
+        printf("  grouped_gemm_sm90 %s: %zu points, %d swapped\n", quants[q], n, swapped);
+        assert_true(swapped > 0 && (size_t)swapped < n);
+        assert_int_equal(v6_name, 1);
+        assert_int_equal(reason_count(&r, "swapped: block scales in a persistent loop serialize the "
+                                          "MMAs (ptxas C7520)") > 0, q == 1);
+        free(v);
+    }
+    mt_gen_close(g);
+}
+
 /* Compile the n variants v together: each one must compile to an image. */
 static void compile_all(mt_gen *g, const mt_variant *v, size_t n, const char *what, const char *arch)
 {
@@ -325,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
+        cmocka_unit_test(test_sm90_swap_names_and_pruning),
         cmocka_unit_test(test_gemv_defaults_compile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
