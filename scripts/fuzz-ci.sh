@@ -2,12 +2,17 @@
 # A short run of every libFuzzer harness in fuzz/ (for CI): build them with
 # clang + ASan + UBSan in build-fuzz (installing clang-14 from Debian when no
 # clang is present), then run each for SECONDS (default 20) from its seed
-# corpus. Fails on the first crash, leak, timeout or out-of-memory; the input
-# is left in build-fuzz/fuzz-artifacts/TARGET/ (reproduce: run
-# build-fuzz/fuzz/fuzz_TARGET on it). Usage: scripts/fuzz-ci.sh [SECONDS]
+# corpus. The random seed is fixed (MT_FUZZ_SEED, default 1), so a run takes
+# the same path each time and a failure in CI happens again here; exploring
+# with fresh seeds is fuzz/run.sh's job. Fails on the first crash, leak,
+# timeout or out-of-memory; the input is left in
+# build-fuzz/fuzz-artifacts/TARGET/ (reproduce: run build-fuzz/fuzz/fuzz_TARGET
+# on it, or scripts/fuzz-ci.sh again with the same seed).
+# Usage: scripts/fuzz-ci.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
+seed=${MT_FUZZ_SEED:-1}
 build=${MT_FUZZ_BUILD:-build-fuzz}
 cc=$(command -v clang || command -v clang-14 || true)
 if [ -z "$cc" ]; then
@@ -23,11 +28,11 @@ cmake --build "$build" -j "$(nproc)" --target fuzzers >/dev/null
 mkdir -p "$build/fuzz-logs"
 for t in $targets; do
   log="$build/fuzz-logs/ci-$t.log"
-  if MT_FUZZ_BUILD="$build" MT_FUZZ_NO_BUILD=1 fuzz/run.sh "$t" "$secs" >"$log" 2>&1; then
+  if MT_FUZZ_BUILD="$build" MT_FUZZ_NO_BUILD=1 fuzz/run.sh "$t" "$secs" -seed="$seed" >"$log" 2>&1; then
     printf 'fuzz-ci: %-10s ok  %s execs\n' "$t" \
       "$(sed -n 's/^stat::number_of_executed_units: //p' "$log")"
   else
-    echo "fuzz-ci: $t FAILED (log: $log)" >&2
+    echo "fuzz-ci: $t FAILED (seed $seed, log: $log)" >&2
     grep -E 'invariant broken|ERROR:|runtime error|Test unit written' "$log" >&2 ||
       tail -20 "$log" >&2
     exit 1
