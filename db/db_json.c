@@ -431,6 +431,8 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
     mt_json *root;
     mt_status st = mt_db__writable(db);
     if (!st)
+        st = mt_db__refuse_damaged(db, "imported into");
+    if (!st)
         st = load_json(db, path, &root);
     if (st)
         return st;

@@ -101,15 +101,54 @@ fail:
     return st;
 }
 
+/* The SQLite level: the b-trees, the indexes against their tables, the
+ * references between tables. */
+static mt_status verify_storage(verify_ctx *v)
+{
+    mt_status st = verify_pragma_rows(v, "PRAGMA integrity_check", "integrity check");
+    if (!st)
+        st = verify_pragma_rows(v, "PRAGMA foreign_key_check", "foreign key check");
+    return st;
+}
+
+/* What both verifies return: st, or MT_ERR_DB naming the first problem. */
+static mt_status verify_result(verify_ctx *v, mt_status st, int *problems)
+{
+    if (problems)
+        *problems = v->problems;
+    if (st)
+        return st;
+    if (v->problems)
+        return mt_db__fail(v->db, MT_ERR_DB, "%d problem(s); first: %s", v->problems, v->first);
+    return MT_OK;
+}
+
+mt_status mt_db__refuse_damaged(mt_db *db, const char *doing)
+{
+    verify_ctx v = {.db = db};
+    mt_status st = verify_storage(&v);
+    if (!st && v.problems)
+        st = mt_db__fail(db, MT_ERR_DB, "the file is damaged, so nothing was %s it (%d "
+                         "problem(s); first: %s)", doing, v.problems, v.first);
+    return st;
+}
+
+mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, void *ctx),
+                               void *ctx, int *problems)
+{
+    if (!db)
+        return MT_ERR_INVALID_ARG;
+    verify_ctx v = {.db = db, .report = report, .rctx = ctx};
+    return verify_result(&v, verify_storage(&v), problems);
+}
+
 mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx), void *ctx,
                        int *problems)
 {
     if (!db)
         return MT_ERR_INVALID_ARG;
     verify_ctx v = {.db = db, .report = report, .rctx = ctx};
-    mt_status st = verify_pragma_rows(&v, "PRAGMA integrity_check", "integrity check");
-    if (!st)
-        st = verify_pragma_rows(&v, "PRAGMA foreign_key_check", "foreign key check");
+    mt_status st = verify_storage(&v);
     char line[256];
     sqlite3_stmt *s = NULL;
     if (!st && !(st = mt_db__prepare(db, "PRAGMA application_id", &s))) {
@@ -131,13 +170,7 @@ mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx)
         problem(&v, db->err);   /* a row that cannot even be read */
     if (!st && verify_entries(&v))
         problem(&v, db->err);
-    if (problems)
-        *problems = v.problems;
-    if (st)
-        return st;
-    if (v.problems)
-        return mt_db__fail(db, MT_ERR_DB, "%d problem(s); first: %s", v.problems, v.first);
-    return MT_OK;
+    return verify_result(&v, st, problems);
 }
 
 /* ---- prune ---- */
@@ -355,8 +388,13 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
 {
     if (!db || !src_path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
+    mt_status st = mt_db__writable(db);
+    if (!st)
+        st = mt_db__refuse_damaged(db, "merged into");
+    if (st)
+        return st;
     mt_db *src = NULL;
-    mt_status st = mt_db_open(src_path, MT_DB_READONLY, &src);
+    st = mt_db_open(src_path, MT_DB_READONLY, &src);
     if (st) {
         st = mt_db__fail(db, st, "merge: %s", mt_db_errmsg(src));
         mt_db_close(src);

@@ -9,9 +9,28 @@
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "common/util.h"
 #include "moetune/moetune.h"
+
+void mt_fix_sql(const char *path, const char *sql)
+{
+    sqlite3 *h = NULL;
+    if (sqlite3_open(path, &h) != SQLITE_OK)
+        fail_msg("%s: %s", path, h ? sqlite3_errmsg(h) : "out of memory");
+    char *err = NULL;
+    if (sqlite3_exec(h, sql, NULL, NULL, &err) != SQLITE_OK)
+        fail_msg("%s: %s: %s", path, sql, err);
+    sqlite3_close(h);
+}
+
+void mt_fix_damage_index(const char *path)
+{
+    mt_fix_sql(path, "PRAGMA writable_schema = ON; "
+                     "UPDATE sqlite_schema SET sql = 'CREATE INDEX entry_by_key ON entry "
+                     "(key_id, time_us)' WHERE name = 'entry_by_key'");
+}
 
 mt_db *mt_fix_open_db(const char *path, int flags)
 {

@@ -1,7 +1,8 @@
 /*
  * Tuned-database fixtures shared by the CPU tests of lookup (test_runtime)
  * and of the bench's tuned column (test_bench): a provenance row, an entry
- * whose gemm1 name tells which one it is, and an open that fails the test.
+ * whose gemm1 name tells which one it is, and an open that fails the test;
+ * and raw SQL for the tests that damage a file (test_db, test_tune).
  */
 #ifndef MT_TESTS_DB_FIXTURE_H
 #define MT_TESTS_DB_FIXTURE_H
@@ -9,6 +10,15 @@
 #include <stdint.h>
 #include "moetune/db.h"
 #include "moetune/problem.h"
+
+/* Run sql on the file at path straight through SQLite, past moetune/db.h
+ * (to damage or age a database); fails the test on an SQL error. */
+void mt_fix_sql(const char *path, const char *sql);
+/* Damage the file at path as a bad page would: its index entry_by_key now
+ * says it holds (key_id, time_us) while its rows hold (key_id, M), so it
+ * disagrees with the entry table (PRAGMA integrity_check reports it) and a
+ * lookup through it can miss a row. */
+void mt_fix_damage_index(const char *path);
 
 /* Open path with flags (MT_DB_CREATE, MT_DB_READONLY); fails the test on error. */
 mt_db *mt_fix_open_db(const char *path, int flags);

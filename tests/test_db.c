@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "db/db_internal.h"
 #include "moetune/db.h"
+#include "tests/db_fixture.h"
 
 #define SKU_A "NVIDIA H200"
 #define SKU_B "NVIDIA H100 80GB HBM3"
@@ -160,16 +161,6 @@ static int64_t raw_int(const char *path, const char *sql)
     return x;
 }
 
-static void raw_exec(const char *path, const char *sql)
-{
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    char *err = NULL;
-    if (sqlite3_exec(h, sql, NULL, NULL, &err) != SQLITE_OK)
-        fail_msg("%s: %s", sql, err);
-    sqlite3_close(h);
-}
-
 /* ---- tests ---- */
 
 static void test_key_and_pipeline_text(void **state)
@@ -248,7 +239,7 @@ static void test_migration_v1_to_v2(void **state)
     assert_int_equal(mt_db__create_at_version(path, 1, msg, sizeof msg), MT_OK);
     assert_int_equal(raw_int(path, "PRAGMA user_version"), 1);
     /* A v1 row, written as a v1 build would (no routing column yet). */
-    raw_exec(path,
+    mt_fix_sql(path,
              "INSERT INTO provenance VALUES (1, 'NVIDIA H200', '9.0', 132, 2619000, '580', '13.0', "
              "'13.0', '0.0.9', 'oldhash', 1700000000);"
              "INSERT INTO problem_key VALUES (1, 8, 8, 2048, 512, 'bf16', 'none', 0, 0, "
@@ -316,7 +307,7 @@ static void test_kernel_hash(void **state)
     mt_db_close(db);
 
     /* Flip one byte of the stored image behind the library's back. */
-    raw_exec(path, "UPDATE kernel SET image = CAST(substr(image, 1, 10) || X'5A' || "
+    mt_fix_sql(path, "UPDATE kernel SET image = CAST(substr(image, 1, 10) || X'5A' || "
                    "substr(image, 12) AS BLOB)");
     db = open_ok(path, 0);
     assert_int_equal(mt_db_get_kernel(db, v.name, ARCH, &k), MT_ERR_DB);
@@ -327,6 +318,38 @@ static void test_kernel_hash(void **state)
     assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_ERR_DB);
     assert_int_equal(problems, 1);
     assert_non_null(strstr(mt_db_errmsg(db), v.name));
+    /* A bad kernel is no damage to the SQLite file itself. */
+    problems = -1;
+    CHECK_OK(db, mt_db_verify_storage(db, NULL, NULL, &problems));
+    assert_int_equal(problems, 0);
+    mt_db_close(db);
+}
+
+/* An index that disagrees with its table: both verifies report it. */
+static void test_verify_storage(void **state)
+{
+    (void)state;
+    const char *path = path_in(mt_test_tmpdir("db_storage"), "s.db");
+    mt_db *db = open_ok(path, MT_DB_CREATE);
+    int64_t prov = make_prov(db, SKU_A, "9.0", "tmplA");
+    mt_db_key k = make_key(SKU_A, 64, 1024);
+    mt_db_entry e = make_entry(&k, 16, 10.0, NULL, NULL);
+    CHECK_OK(db, mt_db_put_entry(db, &e, prov, NULL));
+    int problems = -1;
+    CHECK_OK(db, mt_db_verify_storage(db, NULL, NULL, &problems));
+    assert_int_equal(problems, 0);
+    mt_db_close(db);
+
+    mt_fix_damage_index(path);
+    db = open_ok(path, 0);
+    assert_int_equal(mt_db_verify_storage(db, NULL, NULL, &problems), MT_ERR_DB);
+    assert_true(problems >= 1);
+    assert_non_null(strstr(mt_db_errmsg(db), "integrity check"));
+    assert_non_null(strstr(mt_db_errmsg(db), "entry_by_key"));
+    int all = 0;
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &all), MT_ERR_DB);
+    assert_true(all >= problems);
+    assert_int_equal(mt_db_verify_storage(NULL, NULL, NULL, NULL), MT_ERR_INVALID_ARG);
     mt_db_close(db);
 }
 
@@ -496,6 +519,20 @@ static void test_merge(void **state)
     CHECK_OK(db, mt_db_merge(db, b, &ms));
     assert_int_equal(ms.entries_inserted + ms.entries_replaced, 0);
     assert_int_equal(ms.history, 0);
+    assert_int_equal(count_entries(db, 1), 5);
+    mt_db_close(db);
+    /* Nothing is merged or imported into a damaged file. */
+    const char *json = path_in(dir, "b.json");
+    db = open_ok(b, 0);
+    CHECK_OK(db, mt_db_export_json(db, json, 0));
+    mt_db_close(db);
+    mt_fix_damage_index(a);
+    db = open_ok(a, 0);
+    assert_int_equal(mt_db_merge(db, b, &ms), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was merged into it"));
+    assert_non_null(strstr(mt_db_errmsg(db), "entry_by_key"));
+    assert_int_equal(mt_db_import_json(db, json, &ms), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was imported into it"));
     assert_int_equal(count_entries(db, 1), 5);
     mt_db_close(db);
 }
@@ -831,22 +868,22 @@ static void test_bad_files(void **state)
     expect_open_fails(empty, MT_DB_READONLY, MT_ERR_DB, "empty");
 
     const char *foreign = path_in(dir, "foreign.db");
-    raw_exec(foreign, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
+    mt_fix_sql(foreign, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);"
                       "INSERT INTO users VALUES (1, 'x')");
     expect_open_fails(foreign, MT_DB_CREATE, MT_ERR_DB, "not a moetune database");
     const char *other_app = path_in(dir, "otherapp.db");
-    raw_exec(other_app, "PRAGMA application_id = 1234; CREATE TABLE t (x)");
+    mt_fix_sql(other_app, "PRAGMA application_id = 1234; CREATE TABLE t (x)");
     expect_open_fails(other_app, 0, MT_ERR_DB, "application_id");
 
     /* Ours but with a table dropped. */
     const char *partial = path_in(dir, "partial.db");
     mt_db_close(open_ok(partial, MT_DB_CREATE));
-    raw_exec(partial, "DROP TABLE candidate");
+    mt_fix_sql(partial, "DROP TABLE candidate");
     expect_open_fails(partial, 0, MT_ERR_DB, "candidate");
 
     const char *newer = path_in(dir, "newer.db");
     mt_db_close(open_ok(newer, MT_DB_CREATE));
-    raw_exec(newer, "PRAGMA user_version = 99");
+    mt_fix_sql(newer, "PRAGMA user_version = 99");
     expect_open_fails(newer, 0, MT_ERR_DB, "newer");
     expect_open_fails(newer, MT_DB_READONLY, MT_ERR_DB, "newer");
 
@@ -1036,6 +1073,7 @@ int main(void)
         cmocka_unit_test(test_create_and_reopen),
         cmocka_unit_test(test_migration_v1_to_v2),
         cmocka_unit_test(test_kernel_hash),
+        cmocka_unit_test(test_verify_storage),
         cmocka_unit_test(test_put_entry_keeps_faster),
         cmocka_unit_test(test_lookup_nearest),
         cmocka_unit_test(test_merge),

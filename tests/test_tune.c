@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "moetune/db.h"
 #include "moetune/tuner.h"
+#include "tests/db_fixture.h"
 
 static void opts(mt_tune_opts *o, const char *db)
 {
@@ -596,6 +597,36 @@ static void test_devices_and_a_broken_one(void **state)
 /* A database that cannot grow (disk full, emulated with RLIMIT_FSIZE) makes
  * the run fail with a clear message; what was committed stays intact and
  * complete, and a rerun with space finishes the job. */
+/* A damaged database is refused before any candidate is timed, with a
+ * message naming the file and the damage, and is left as it was. */
+static void test_refuses_a_damaged_database(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/damaged.db", mt_test_tmpdir("tune-damaged"));
+    mt_tune_opts o;
+    opts(&o, path);
+    o.nM = 1;
+    mt_tune_summary s;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    const int before = scan_db(path).total;
+    mt_fix_damage_index(path);
+    o.Ms[0] = 256;
+    setenv("MT_FAKE_LOG", "/dev/null", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_DB);
+    unsetenv("MT_FAKE_LOG");
+    assert_non_null(strstr(msg, path));
+    assert_non_null(strstr(msg, "is damaged, so nothing was tuned"));
+    assert_non_null(strstr(msg, "integrity check"));
+    assert_non_null(strstr(msg, "moetune db verify"));
+    mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
+    cand_scan c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(mt_db_foreach_candidate(db, scan, &c), MT_OK);
+    assert_int_equal(c.total, before);
+    mt_db_close(db);
+}
+
 static void test_disk_full(void **state)
 {
     (void)state;
@@ -645,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_refuses_a_damaged_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -308,10 +308,21 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
                        o->shard_index, o->shard_count);
     if (o->ndevices < 0 || o->ndevices > 64)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "between 1 and 64 devices");
-    /* Fail early, in this process, on a database we cannot write. */
+    /* Fail early, in this process, on a database we cannot write, or whose
+     * SQLite file is damaged: results written into a file whose indexes
+     * disagree with its tables may not be found again, and each costs GPU
+     * time. (An unsound entry or kernel does not stop the run: tuning may
+     * replace it.) */
     mt_db *probe = NULL;
-    if ((st = mt_db_open(o->db_path, MT_DB_CREATE, &probe))) {
-        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(probe));
+    int problems = 0;
+    if ((st = mt_db_open(o->db_path, MT_DB_CREATE, &probe)) ||
+        (st = mt_db_verify_storage(probe, NULL, NULL, &problems))) {
+        if (problems)
+            mt_errf(msg, msg_size, st, "%s. The file is damaged, so nothing was tuned into "
+                    "it (`moetune db verify %s` lists every problem; tune into another file)",
+                    mt_db_errmsg(probe), o->db_path);
+        else
+            mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(probe));
         mt_db_close(probe);
         return st;
     }

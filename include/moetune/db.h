@@ -321,6 +321,16 @@ mt_status mt_db_foreach_vllm_config(mt_db *db, const char *device, int64_t E, in
 mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx), void *ctx,
                        int *problems /* out */);
 
+/*
+ * Only the SQLite level of mt_db_verify: PRAGMA integrity_check and
+ * foreign_key_check. A file that fails it may lose what is written into it
+ * (an index that disagrees with its table hides a row just stored); a file
+ * that passes it takes writes safely even when some entry or kernel is
+ * unsound. Reports and returns as mt_db_verify.
+ */
+mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, void *ctx),
+                               void *ctx, int *problems /* out */);
+
 typedef struct mt_db_prune_stats {
     int64_t entries, history, candidates, kernels, provenance;
 } mt_db_prune_stats;
@@ -345,8 +355,9 @@ typedef struct mt_db_merge_stats {
  * Merge the database at src_path into db in one transaction: provenance,
  * kernels (those db lacks), entries (per key and M the faster wins; both
  * are recorded in the history), history, candidates and reference configs.
- * src is opened read-only and must be of this schema version. On failure
- * db is unchanged.
+ * src is opened read-only and must be of this schema version. A db whose
+ * SQLite file is damaged (mt_db_verify_storage) is refused. On failure db
+ * is unchanged.
  */
 mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats /* out */);
 
@@ -360,7 +371,8 @@ enum {
 /* Write the whole database as moetune JSON (docs/DATABASE.md) to path
  * ("-": stdout), atomically. */
 mt_status mt_db_export_json(mt_db *db, const char *path, int flags);
-/* Import a moetune JSON file: same rules as merge; one transaction. */
+/* Import a moetune JSON file: same rules as merge (a damaged db refused);
+ * one transaction. */
 mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stats /* out */);
 
 /*

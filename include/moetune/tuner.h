@@ -86,7 +86,9 @@ typedef struct mt_tune_summary {
     int sm_count;
 } mt_tune_summary;
 
-/* Run a tuning job. The message names what failed. */
+/* Run a tuning job. The message names what failed. A database whose SQLite
+ * file is damaged (mt_db_verify_storage) is refused (MT_ERR_DB) before any
+ * work, and left as it was. */
 mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *summary, char *msg, size_t msg_size);
 
 /* Print the summary table (per M: winner, time, TFLOP/s, weight GB/s,
