@@ -123,10 +123,13 @@ static mt_status verify_result(verify_ctx *v, mt_status st, int *problems)
     return MT_OK;
 }
 
-mt_status mt_db__refuse_damaged(mt_db *db, const char *doing)
+mt_status mt_db__check_destination(mt_db *db, const char *doing)
 {
+    mt_status st = mt_db__writable(db);
+    if (st)
+        return st;
     verify_ctx v = {.db = db};
-    mt_status st = verify_storage(&v);
+    st = verify_storage(&v);
     if (!st && v.problems)
         st = mt_db__fail(db, MT_ERR_DB, "the file is damaged, so nothing was %s it (%d "
                          "problem(s); first: %s)", doing, v.problems, v.first);
@@ -388,9 +391,7 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
 {
     if (!db || !src_path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
-    mt_status st = mt_db__writable(db);
-    if (!st)
-        st = mt_db__refuse_damaged(db, "merged into");
+    mt_status st = mt_db__check_destination(db, "merged into");
     if (st)
         return st;
     mt_db *src = NULL;

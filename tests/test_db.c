@@ -533,6 +533,16 @@ static void test_merge(void **state)
     assert_non_null(strstr(mt_db_errmsg(db), "entry_by_key"));
     assert_int_equal(mt_db_import_json(db, json, &ms), MT_ERR_DB);
     assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was imported into it"));
+    const char *vllm = path_in(dir, "E=8,N=14336,device_name=NVIDIA_H200.json");
+    FILE *f = fopen(vllm, "w");
+    assert_non_null(f);
+    fputs("{\"1\": {\"BLOCK_SIZE_M\": 16, \"BLOCK_SIZE_N\": 32, \"BLOCK_SIZE_K\": 64, "
+          "\"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 3}}", f);
+    fclose(f);
+    int nref = -1;
+    assert_int_equal(mt_db_import_vllm(db, vllm, &nref), MT_ERR_DB);
+    assert_int_equal(nref, 0);
+    assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was imported into it"));
     assert_int_equal(count_entries(db, 1), 5);
     mt_db_close(db);
 }

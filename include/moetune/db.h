@@ -384,7 +384,8 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
  */
 mt_status mt_db_export_vllm(mt_db *db, const char *dir, int *files /* out */);
 /* Import one vLLM config file as reference records (device, E, N and the
- * selector from its file name); *count gets the number of M rows. */
+ * selector from its file name); *count gets the number of M rows. A
+ * damaged db is refused, as by merge. */
 mt_status mt_db_import_vllm(mt_db *db, const char *path, int *count /* out */);
 
 #ifdef __cplusplus
