@@ -1,6 +1,7 @@
 /*
- * `moetune db`: show, export, import, merge, verify and prune tuned
- * databases. Calls only the public db API (moetune/db.h).
+ * `moetune db`: show, export, import, merge, verify, prune and refresh
+ * tuned databases. Calls the public db API (moetune/db.h); refresh also
+ * the templates (moetune/gen.h, tuner/refresh.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include "cli/commands.h"
 #include "common/util.h"
 #include "moetune/db.h"
+#include "moetune/gen.h"
+#include "tuner/refresh.h"
 
 typedef struct db_sub {
     const char *name;
@@ -417,10 +420,64 @@ static int cmd_prune(int argc, char **argv)
     return MT_EXIT_OK;
 }
 
+static const char *const refresh_usage = "moetune db refresh DB [--dry-run]";
+
+static void print_line(const char *line, void *ctx)
+{
+    (void)ctx;
+    printf("  %s\n", line);
+}
+
+static int cmd_refresh(int argc, char **argv)
+{
+    static const char *const allowed[] = {"--dry-run", NULL};
+    opts o;
+    int rc = parse_opts(argc, argv, refresh_usage, allowed, 0, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\nCheck every stored kernel against the templates the tuner uses "
+               "(MT_TEMPLATE_PATH, MT_TEMPLATE_DIR, else the installed ones). A kernel made "
+               "from older templates whose variant and source the current templates generate "
+               "the same, byte for byte, gets the current template hash, so the runtime no "
+               "longer reports it as made from other templates; one whose source changed "
+               "keeps its hash (tune it again). Nothing is compiled or timed. --dry-run "
+               "reports only.\n", refresh_usage);
+        return MT_EXIT_OK;
+    }
+    if (o.npos != 1)
+        return usage_error(refresh_usage, "expected one database%s", "");
+    mt_gen *g = NULL;
+    if (mt_gen_open(NULL, &g) != MT_OK) {
+        fprintf(stderr, "moetune db: templates: %s\n", g ? mt_gen_errmsg(g) : "out of memory");
+        mt_gen_close(g);
+        return MT_EXIT_FAIL;
+    }
+    mt_db *db = open_or_report(o.pos[0], o.dry_run ? MT_DB_READONLY : 0);
+    if (!db) {
+        mt_gen_close(g);
+        return MT_EXIT_FAIL;
+    }
+    mt_refresh_stats s;
+    char msg[1024];
+    mt_status st = mt_refresh_kernels(db, g, o.dry_run, print_line, NULL, &s, msg, sizeof msg);
+    mt_gen_close(g);
+    mt_db_close(db);
+    printf("%s: kernels %d current, %d %s, %d changed, %d not of these templates\n", o.pos[0],
+           s.current, s.refreshed, o.dry_run ? "would be refreshed" : "refreshed", s.changed,
+           s.unknown);
+    if (st) {
+        fprintf(stderr, "moetune db: refresh %s: %s\n", o.pos[0], msg);
+        return MT_EXIT_FAIL;
+    }
+    return MT_EXIT_OK;
+}
+
 static const db_sub subs[] = {
     {"show", cmd_show, show_usage},       {"export", cmd_export, export_usage},
     {"import", cmd_import, import_usage}, {"merge", cmd_merge, merge_usage},
     {"verify", cmd_verify, verify_usage}, {"prune", cmd_prune, prune_usage},
+    {"refresh", cmd_refresh, refresh_usage},
 };
 
 static void db_usage(FILE *f)

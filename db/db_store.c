@@ -251,6 +251,33 @@ mt_status mt_db_kernel_origin(mt_db *db, const char *name, const char *arch, cha
     return st;
 }
 
+mt_status mt_db_set_kernel_template_hash(mt_db *db, const char *name, const char *arch,
+                                        const char *source_sha256, const char *template_hash)
+{
+    if (!db || !name || !arch || !source_sha256 || !template_hash || !template_hash[0])
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "set_kernel_template_hash: NULL argument")
+                  : MT_ERR_INVALID_ARG;
+    mt_status st = mt_db__begin(db);
+    if (st)
+        return st;
+    sqlite3_stmt *s = NULL;
+    st = mt_db__prepare(db, "UPDATE kernel SET template_hash = ?4 WHERE name = ?1 AND "
+                            "arch = ?2 AND source_sha256 = ?3", &s);
+    if (st)
+        goto fail;
+    mt_db__bind_text(s, 1, name);
+    mt_db__bind_text(s, 2, arch);
+    mt_db__bind_text(s, 3, source_sha256);
+    mt_db__bind_text(s, 4, template_hash);
+    DB_CHECK(db, sqlite3_step(s), "set kernel template hash");
+    if (sqlite3_changes(db->h) == 0)
+        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s with source %.12s", name,
+                         arch, source_sha256);
+fail:
+    sqlite3_finalize(s);
+    return mt_db__end(db, st);
+}
+
 mt_status mt_db_foreach_kernel(mt_db *db, int with_image,
                                int (*cb)(const mt_db_kernel *k, void *ctx), void *ctx)
 {

@@ -76,6 +76,20 @@ typedef struct filter_use {
     int declared, in_domain;
 } filter_use;
 
+/* The variant at a point for a target, threads and shared memory
+ * included; *ok 0 (reason set, v untouched) when valid() refuses it. */
+static mt_status point_variant(gen_template *t, const int *point, const gen_target *tg, int *ok,
+                               char *reason, size_t reason_size, mt_variant *v, char *msg,
+                               size_t msg_size)
+{
+    mt_status st = gen_template_valid(t, point, tg, ok, reason, reason_size, msg, msg_size);
+    if (!st && *ok)
+        st = gen_template_variant(t, point, tg->arch, v, msg, msg_size);
+    if (!st && *ok)
+        st = gen_template_launch(t, point, tg, &v->threads, &v->smem_bytes, msg, msg_size);
+    return st;
+}
+
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                              const gen_target *tg, int strict, out_list *out,
                              mt_prune_report *rep, filter_use *use)
@@ -149,12 +163,8 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
         if (!f->defaults_only || gen_template_is_default(t, point)) {
             rep->enumerated++;
             int ok = 1;
-            st = gen_template_valid(t, point, tg, &ok, reason, sizeof reason, msg, sizeof msg);
             mt_variant v;
-            if (!st && ok)
-                st = gen_template_variant(t, point, tg->arch, &v, msg, sizeof msg);
-            if (!st && ok)
-                st = gen_template_launch(t, point, tg, &v.threads, &v.smem_bytes, msg, sizeof msg);
+            st = point_variant(t, point, tg, &ok, reason, sizeof reason, &v, msg, sizeof msg);
             if (st) {
                 char vname[MT_VARIANT_NAME_MAX];
                 mt_variant tmp;
@@ -262,4 +272,49 @@ mt_status mt_gen_find(mt_gen *g, const char *name, const char *arch, mt_variant 
     }
     return gen_set_err(g, MT_ERR_NOT_FOUND, "no valid variant named %s for %s", name,
                        arch ? arch : "(null)");
+}
+
+mt_status gen_locate(mt_gen *g, const mt_variant *v, gen_template **t, int *point)
+{
+    *t = gen_find_template(g, v->family);
+    if (!*t)
+        return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s' (variant %s)",
+                           v->family, v->name);
+    if (v->template_version != (*t)->version)
+        return gen_set_err(g, MT_ERR_INCOMPATIBLE, "variant %s was made by version %d of "
+                           "template %s; the loaded one (%s) is version %d", v->name,
+                           v->template_version, (*t)->family, (*t)->path, (*t)->version);
+    char msg[2048];
+    mt_variant check;
+    mt_status st = gen_template_point(*t, v, point, msg, sizeof msg);
+    if (!st)
+        st = gen_template_variant(*t, point, v->arch, &check, msg, sizeof msg);
+    if (!st && strcmp(check.name, v->name) != 0)
+        st = mt_errf(msg, sizeof msg, MT_ERR_INCOMPATIBLE, "variant name %s does not match its "
+                     "parameters (%s)", v->name, check.name);
+    return st ? gen_set_err(g, st, "%s", msg) : MT_OK;
+}
+
+mt_status mt_gen_resolve(mt_gen *g, const mt_variant *v, mt_variant *out)
+{
+    if (!g || !v || !out)
+        return MT_ERR_INVALID_ARG;
+    const gen_target *tg = gen_target_find(v->arch);
+    if (!tg)
+        return gen_set_err(g, MT_ERR_UNSUPPORTED, "variant %s: unknown arch '%s'", v->name,
+                           v->arch);
+    gen_template *t = NULL;
+    int point[MT_VARIANT_MAX_PARAMS];
+    mt_status st = gen_locate(g, v, &t, point);
+    if (st)
+        return st;
+    char msg[2048], reason[128];
+    int ok = 1;
+    st = point_variant(t, point, tg, &ok, reason, sizeof reason, out, msg, sizeof msg);
+    if (st)
+        return gen_set_err(g, st, "%s (variant %s)", msg, v->name);
+    if (!ok)
+        return gen_set_err(g, MT_ERR_NOT_FOUND, "variant %s is not valid for %s under template "
+                           "%s (%s): %s", v->name, v->arch, t->family, t->path, reason);
+    return MT_OK;
 }

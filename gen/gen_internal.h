@@ -102,6 +102,11 @@ mt_status gen_template_render(gen_template *t, const int *point, const char *nam
 
 /* ---- enumerate.c ---- */
 const gen_target *gen_target_find(const char *arch);
+/* The template and point of a variant made earlier: its family is loaded,
+ * its version is the template's and its name is the one its parameters give
+ * today (MT_ERR_NOT_FOUND, MT_ERR_INCOMPATIBLE, set on g). Validity for a
+ * target is not checked. */
+mt_status gen_locate(mt_gen *g, const mt_variant *v, gen_template **t, int *point);
 
 /* ---- compile.c ---- */
 void gen_nvrtc_version(int *major, int *minor);

@@ -168,25 +168,12 @@ mt_status mt_gen_source(mt_gen *g, const mt_variant *v, char **source, size_t *l
     *source = NULL;
     if (len)
         *len = 0;
-    gen_template *t = gen_find_template(g, v->family);
-    if (!t)
-        return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s' (variant %s)",
-                           v->family, v->name);
-    if (v->template_version != t->version)
-        return gen_set_err(g, MT_ERR_INCOMPATIBLE, "variant %s was made by version %d of "
-                           "template %s; the loaded one (%s) is version %d", v->name,
-                           v->template_version, t->family, t->path, t->version);
+    gen_template *t = NULL;
     int point[MT_VARIANT_MAX_PARAMS];
-    char msg[2048];
-    mt_variant check;
-    mt_status st = gen_template_point(t, v, point, msg, sizeof msg);
-    if (!st)
-        st = gen_template_variant(t, point, v->arch, &check, msg, sizeof msg);
-    if (!st && strcmp(check.name, v->name) != 0)
-        st = mt_errf(msg, sizeof msg, MT_ERR_INCOMPATIBLE, "variant name %s does not match its "
-                     "parameters (%s)", v->name, check.name);
+    mt_status st = gen_locate(g, v, &t, point);
     if (st)
-        return gen_set_err(g, st, "%s", msg);
+        return st;
+    char msg[2048];
     char *text = NULL;
     size_t tlen = 0;
     st = gen_template_render(t, point, v->name, &text, &tlen, msg, sizeof msg);

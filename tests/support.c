@@ -11,6 +11,7 @@
 
 #include "common/cuda_driver.h"
 #include "common/util.h"
+#include "moetune/gen.h"
 
 const char *mt_test_tmpdir(const char *tag)
 {
@@ -59,4 +60,14 @@ void mt_test_require_gpu(void)
         fflush(stdout);
         exit(MT_TEST_SKIP);
     }
+}
+
+mt_gen *mt_test_open_templates(void)
+{
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g))
+        fail_msg("templates (MT_TEMPLATE_DIR=%s): %s", getenv("MT_TEMPLATE_DIR") ?
+                 getenv("MT_TEMPLATE_DIR") : "(unset)", mt_gen_errmsg(g));
+    return g;
 }

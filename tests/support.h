@@ -27,4 +27,8 @@ float mt_rng_uniform(mt_rng *r);    /* [0, 1) */
  * "skipped". Returns only when a GPU is present. */
 void mt_test_require_gpu(void);
 
+/* A generator over the real templates (MT_TEMPLATE_DIR, set by CTest),
+ * without the compile cache; fails the test when they do not load. */
+struct mt_gen *mt_test_open_templates(void);
+
 #endif

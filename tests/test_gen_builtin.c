@@ -20,16 +20,6 @@
 #define SAMPLE_PER_FAMILY 4
 #define PDL_MARK "mt_pdl_aware" /* with its NUL: the whole name in the string table */
 
-/* A generator over the real templates, without the compile cache. */
-static mt_gen *open_builtin(void)
-{
-    mt_gen_config cfg = {.no_cache = 1};
-    mt_gen *g = NULL;
-    if (mt_gen_open(&cfg, &g))
-        fail_msg("templates: %s", mt_gen_errmsg(g));
-    return g;
-}
-
 static void test_builtin_templates_compile(void **state)
 {
     (void)state;
@@ -134,7 +124,7 @@ static mt_variant *family_points(mt_gen *g, const char *family, const char *arch
 static void test_split_k_pruning(void **state)
 {
     (void)state;
-    mt_gen *g = open_builtin();
+    mt_gen *g = mt_test_open_templates();
     const char *const kv[] = {"dtype", "bf16", "quant", "none", "format", "standard",
                               "epilogue", "store", NULL};
     size_t n = 0;
@@ -181,7 +171,7 @@ static void test_split_k_pruning(void **state)
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;
-    mt_gen *g = open_builtin();
+    mt_gen *g = mt_test_open_templates();
     static const char *const quants[] = {"none", "fp8-block"};
     for (int q = 0; q < 2; q++) {
         const char *const kv[] = {"dtype", "bf16", "quant", quants[q], "format", "standard",
@@ -246,7 +236,7 @@ static void test_split_k_defaults_compile(void **state)
     static const char *const archs[] = {"sm_90a", "sm_80"};
     static const char *const formats[] = {"standard", "batched"};
     static const char *const epis[] = {"store", "silu", "gelu"};
-    mt_gen *g = open_builtin();
+    mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
         mt_variant sample[18];
         size_t ns = 0;
@@ -287,7 +277,7 @@ static void test_split_k_defaults_compile(void **state)
 static void test_sm90_defaults_not_serialized(void **state)
 {
     (void)state;
-    mt_gen *g = open_builtin();
+    mt_gen *g = mt_test_open_templates();
     static const char *const quants[] = {"none", "fp8-block"};
     for (int q = 0; q < 2; q++) {
         mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .defaults_only = 1};
@@ -329,7 +319,7 @@ static void test_gemv_defaults_compile(void **state)
     (void)state;
     const char *const *quants = all_quants;
     static const char *const archs[] = {"sm_90a", "sm_80"};
-    mt_gen *g = open_builtin();
+    mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
         mt_variant sample[18];
         size_t ns = 0;

@@ -257,6 +257,12 @@ typedef struct mt_db_filter {
  * The entry is valid only during the call. filter may be NULL. */
 mt_status mt_db_foreach_entry(mt_db *db, const mt_db_filter *filter,
                               int (*cb)(const mt_db_entry *e, void *ctx), void *ctx);
+/* Record that kernel (name, arch), whose stored source has SHA-256
+ * source_sha256, is what the templates of hash template_hash generate
+ * (tuner/refresh.h checks that first). MT_ERR_NOT_FOUND when no kernel of
+ * that name, arch and source is stored. One transaction. */
+mt_status mt_db_set_kernel_template_hash(mt_db *db, const char *name, const char *arch,
+                                        const char *source_sha256, const char *template_hash);
 /* Every kernel (with_image 0: image NULL, image_len 0, hashes still set). */
 mt_status mt_db_foreach_kernel(mt_db *db, int with_image,
                                int (*cb)(const mt_db_kernel *k, void *ctx), void *ctx);

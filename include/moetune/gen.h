@@ -111,6 +111,15 @@ mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, 
  * MT_ERR_NOT_FOUND if no valid variant has that name. */
 mt_status mt_gen_find(mt_gen *g, const char *name, const char *arch, mt_variant *out);
 
+/* What the loaded templates make today of a variant made earlier (e.g. one
+ * read from a database): the variant of the same family, version and
+ * parameters for its arch, threads and shared memory included.
+ * MT_ERR_NOT_FOUND when the family is not loaded or valid() now refuses the
+ * point; MT_ERR_INCOMPATIBLE when the version differs, a parameter is not
+ * the family's, or the parameters give another name; MT_ERR_UNSUPPORTED for
+ * an unknown arch. Unlike mt_gen_find, walks no parameter space. */
+mt_status mt_gen_resolve(mt_gen *g, const mt_variant *v, mt_variant *out);
+
 /* The variant's self-contained CUDA source: render(p, name) with every
  * `#include "x"` replaced by the file (see docs/TEMPLATES.md). *source is
  * malloc'd, NUL-terminated. MT_ERR_INCOMPATIBLE if v->template_version is not

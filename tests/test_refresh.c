@@ -1,0 +1,222 @@
+/*
+ * Stored kernels against the current templates (tuner/refresh.h), on the
+ * real templates (MT_TEMPLATE_DIR, set by CTest): a kernel whose source the
+ * templates still generate gets the current template hash, one whose source
+ * or variant differs keeps its own, one the templates do not make is left
+ * alone; a dry run changes nothing. And the shipped database: no kernel in
+ * it waits for a refresh (a template edit that left a shipped kernel's
+ * source as it was must come with `moetune db refresh`).
+ */
+#include "tests/support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "moetune/db.h"
+#include "moetune/gen.h"
+#include "tests/db_fixture.h"
+#include "tuner/refresh.h"
+
+/* Store v with source text (NULL: what the templates generate) as made
+ * from templates of hash `hash`. */
+static void put(mt_db *db, mt_gen *g, const mt_variant *v, const char *text, const char *hash)
+{
+    mt_db_kernel k;
+    memset(&k, 0, sizeof k);
+    k.variant = *v;
+    char *src = NULL;
+    size_t len = 0;
+    if (!text) {
+        assert_int_equal(mt_gen_source(g, v, &src, &len), MT_OK);
+        k.source = src, k.source_len = len;
+    } else {
+        k.source = (char *)text, k.source_len = strlen(text);
+    }
+    mt_strlcpy(k.template_hash, hash, sizeof k.template_hash);
+    if (mt_db_put_kernel(db, &k))
+        fail_msg("%s", mt_db_errmsg(db));
+    free(src);
+}
+
+/* v's name with a suffix (short names: the reduce family's). */
+static void name_with(mt_variant *v, const char *suffix)
+{
+    size_t n = strlen(v->name);
+    assert_true(n + strlen(suffix) < sizeof v->name);
+    memcpy(v->name + n, suffix, strlen(suffix) + 1);
+}
+
+static const char *origin(mt_db *db, const mt_variant *v)
+{
+    static char hash[65];
+    char family[48];
+    assert_int_equal(mt_db_kernel_origin(db, v->name, v->arch, family, hash), MT_OK);
+    return hash;
+}
+
+typedef struct lines {
+    char text[8][1024];
+    int n;
+} lines;
+
+static void keep(const char *line, void *ctx)
+{
+    lines *l = ctx;
+    if (l->n < 8)
+        mt_strlcpy(l->text[l->n], line, sizeof l->text[0]);
+    l->n++;
+}
+
+static int said(const lines *l, const char *name, const char *what)
+{
+    for (int i = 0; i < l->n && i < 8; i++)
+        if (strstr(l->text[i], name) && strstr(l->text[i], what))
+            return 1;
+    return 0;
+}
+
+static void test_refresh_kernels(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    mt_gen_filter f = {.family = "moe_reduce", .arch = "sm_90a", .defaults_only = 1};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_true(n >= 2);
+    char now[65];
+    assert_int_equal(mt_gen_template_hash(g, "moe_reduce", now), MT_OK);
+    const char *path = mt_test_tmpdir("refresh");
+    char file[700];
+    snprintf(file, sizeof file, "%s/r.db", path);
+    mt_db *db = mt_fix_open_db(file, MT_DB_CREATE);
+    const char *old = "0123456789abcdef";
+    mt_variant same = v[0], edited = v[1], other_version = v[0], current = v[0];
+    put(db, g, &same, NULL, old);                        /* still generated as it is */
+    put(db, g, &edited, "// another source\n", old);     /* the source changed since */
+    other_version.template_version = 999;                /* made by another version */
+    name_with(&other_version, "_old");
+    put(db, g, &other_version, "// old\n", old);
+    name_with(&current, "_now");
+    put(db, g, &current, "// now\n", now);                /* already current: untouched */
+    mt_variant stranger = v[0];
+    mt_strlcpy(stranger.family, "no_such_family", sizeof stranger.family);
+    snprintf(stranger.name, sizeof stranger.name, "mtk_no_such_family_1");
+    put(db, g, &stranger, "// ?\n", old);
+
+    /* A dry run reports and counts, and changes nothing. */
+    mt_refresh_stats s;
+    lines l = {0};
+    char msg[1024];
+    assert_int_equal(mt_refresh_kernels(db, g, 1, keep, &l, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.current, 1);
+    assert_int_equal(s.refreshed, 1);
+    assert_int_equal(s.changed, 1);
+    assert_int_equal(s.unknown, 2);
+    assert_int_equal(l.n, 4);   /* one line per kernel that is not current */
+    assert_true(said(&l, same.name, "same variant and source"));
+    assert_true(said(&l, edited.name, "another source"));
+    assert_true(said(&l, other_version.name, "version 999"));
+    assert_true(said(&l, stranger.name, "no family no_such_family"));
+    assert_string_equal(origin(db, &same), old);
+
+    /* The real run brings only the unchanged kernel up to date. */
+    assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.refreshed, 1);
+    assert_string_equal(origin(db, &same), now);
+    assert_string_equal(origin(db, &edited), old);
+    assert_string_equal(origin(db, &other_version), old);
+    assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.current, 2);
+    assert_int_equal(s.refreshed, 0);
+    assert_int_equal(mt_db_verify(db, NULL, NULL, NULL), MT_OK);
+
+    /* The setter only touches the source it was told about. */
+    assert_int_equal(mt_db_set_kernel_template_hash(db, edited.name, edited.arch,
+                                                    "feedfeed", now), MT_ERR_NOT_FOUND);
+    assert_string_equal(origin(db, &edited), old);
+    assert_int_equal(mt_refresh_kernels(NULL, g, 0, NULL, NULL, &s, msg, sizeof msg),
+                     MT_ERR_INVALID_ARG);
+    mt_db_close(db);
+    free(v);
+    mt_gen_close(g);
+}
+
+/* What the current templates make of a stored variant, without walking the
+ * family: the same variant for a current one; refusals named. */
+static void test_resolve(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .defaults_only = 1};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    assert_true(n > 0);
+    mt_variant out, bad = v[0];
+    assert_int_equal(mt_gen_resolve(g, &v[0], &out), MT_OK);
+    char a[4096], b[4096];
+    assert_int_equal(mt_variant_format(&v[0], a, sizeof a), MT_OK);
+    assert_int_equal(mt_variant_format(&out, b, sizeof b), MT_OK);
+    assert_string_equal(a, b);
+    bad.template_version = 1;
+    assert_int_equal(mt_gen_resolve(g, &bad, &out), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "version 1"));
+    bad = v[0];
+    mt_strlcpy(bad.name, "mtk_grouped_gemm_sm90_renamed", sizeof bad.name);
+    assert_int_equal(mt_gen_resolve(g, &bad, &out), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "does not match its parameters"));
+    bad = v[0];
+    mt_strlcpy(bad.arch, "sm_99z", sizeof bad.arch);
+    assert_int_equal(mt_gen_resolve(g, &bad, &out), MT_ERR_UNSUPPORTED);
+    bad = v[0];
+    mt_strlcpy(bad.family, "no_such_family", sizeof bad.family);
+    assert_int_equal(mt_gen_resolve(g, &bad, &out), MT_ERR_NOT_FOUND);
+    free(v);
+    mt_gen_close(g);
+}
+
+/* The shipped database holds no kernel that a refresh would bring up to
+ * date: a template edit that kept a shipped kernel's source must come with
+ * `moetune db refresh db/tuned/nvidia-h200.db`, or the runtime reports the
+ * kernel as made from other templates. Kernels whose source changed are
+ * counted, not failed: they wait for tuning on the GPU. */
+static void test_shipped_database_is_refreshed(void **state)
+{
+    (void)state;
+    const char *tdir = getenv("MT_TEMPLATE_DIR");
+    if (!tdir || !*tdir)
+        fail_msg("MT_TEMPLATE_DIR is not set (CTest sets it to the source templates/ folder)");
+    char path[700];
+    snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir);
+    if (access(path, R_OK) != 0)
+        fail_msg("no shipped database at %s", path);
+    mt_gen *g = mt_test_open_templates();
+    mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
+    mt_refresh_stats s;
+    lines l = {0};
+    char msg[1024];
+    assert_int_equal(mt_refresh_kernels(db, g, 1, keep, &l, &s, msg, sizeof msg), MT_OK);
+    printf("shipped database: %d kernels current, %d to refresh, %d changed, %d of older "
+           "template versions\n", s.current, s.refreshed, s.changed, s.unknown);
+    if (s.refreshed)
+        fail_msg("%d kernel(s) of %s are what the current templates generate but carry an "
+                 "older template hash: run `moetune db refresh %s`", s.refreshed, path, path);
+    int problems = -1;
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_OK);
+    mt_db_close(db);
+    mt_gen_close(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refresh_kernels),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_shipped_database_is_refreshed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,150 @@
+/*
+ * Stored kernels against the current templates (see refresh.h).
+ */
+#include "tuner/refresh.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* What the walk needs of a stored kernel (its source stays in the file). */
+typedef struct stored {
+    mt_variant v;
+    char template_hash[65], source_sha256[65];
+} stored;
+
+typedef struct stored_list {
+    stored *items;
+    size_t n, cap;
+    int oom;
+} stored_list;
+
+static int collect(const mt_db_kernel *k, void *ctx)
+{
+    stored_list *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        stored *p = realloc(l->items, cap * sizeof *p);
+        if (!p)
+            return l->oom = 1;
+        l->items = p, l->cap = cap;
+    }
+    stored *s = &l->items[l->n++];
+    s->v = k->variant;
+    mt_strlcpy(s->template_hash, k->template_hash, sizeof s->template_hash);
+    mt_strlcpy(s->source_sha256, k->source_sha256, sizeof s->source_sha256);
+    return 0;
+}
+
+static void say(void (*report)(const char *, void *), void *ctx, const stored *s,
+                const char *fmt, ...)
+{
+    if (!report)
+        return;
+    char why[1024], line[MT_VARIANT_NAME_MAX + 1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "%s (%s): %s", s->v.name, s->v.arch, why);
+    report(line, ctx);
+}
+
+typedef enum verdict { V_CURRENT, V_REFRESH, V_CHANGED, V_UNKNOWN } verdict;
+
+/* Compare one stored kernel with what g makes of it; *hash gets the
+ * family's current template hash. */
+static mt_status judge(mt_gen *g, const stored *s, char hash[65], verdict *out,
+                       void (*report)(const char *, void *), void *ctx, char *msg,
+                       size_t msg_size)
+{
+    mt_status st = mt_gen_template_hash(g, s->v.family, hash);
+    if (st == MT_ERR_NOT_FOUND) {
+        say(report, ctx, s, "no family %s among the templates", s->v.family);
+        *out = V_UNKNOWN;
+        return MT_OK;
+    }
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
+    if (!strcmp(hash, s->template_hash)) {
+        *out = V_CURRENT;
+        return MT_OK;
+    }
+    mt_variant cur;
+    st = mt_gen_resolve(g, &s->v, &cur);
+    if (st == MT_ERR_NOT_FOUND || st == MT_ERR_INCOMPATIBLE || st == MT_ERR_UNSUPPORTED) {
+        say(report, ctx, s, "not a variant of the current templates: %s", mt_gen_errmsg(g));
+        *out = V_UNKNOWN;
+        return MT_OK;
+    }
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
+    char was[4096], now[4096];
+    if (mt_variant_format(&s->v, was, sizeof was) || mt_variant_format(&cur, now, sizeof now))
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "%s: variant text too long",
+                       s->v.name);
+    if (strcmp(was, now)) {
+        say(report, ctx, s, "the current templates make another variant of that name "
+            "(stored: %s; now: %s)", was, now);
+        *out = V_CHANGED;
+        return MT_OK;
+    }
+    char *src = NULL;
+    size_t len = 0;
+    if ((st = mt_gen_source(g, &cur, &src, &len)))
+        return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
+    char sha[65];
+    mt_sha256_hex(src, len, sha);
+    free(src);
+    if (strcmp(sha, s->source_sha256)) {
+        say(report, ctx, s, "the current templates generate another source (sha256 %.12s, "
+            "stored %.12s)", sha, s->source_sha256);
+        *out = V_CHANGED;
+        return MT_OK;
+    }
+    say(report, ctx, s, "same variant and source as the current templates make: template "
+        "hash %.12s -> %.12s", s->template_hash, hash);
+    *out = V_REFRESH;
+    return MT_OK;
+}
+
+mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
+                             void (*report)(const char *line, void *ctx), void *ctx,
+                             mt_refresh_stats *stats, char *msg, size_t msg_size)
+{
+    mt_refresh_stats none;
+    if (!stats)
+        stats = &none;
+    memset(stats, 0, sizeof *stats);
+    if (!db || !g)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "refresh: no database or generator");
+    stored_list l = {0};
+    mt_status st = mt_db_foreach_kernel(db, 0, collect, &l);
+    if (st)
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
+    else if (l.oom)
+        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "refresh: out of memory");
+    for (size_t i = 0; i < l.n && !st; i++) {
+        const stored *s = &l.items[i];
+        char hash[65];
+        verdict v;
+        st = judge(g, s, hash, &v, report, ctx, msg, msg_size);
+        if (st)
+            break;
+        if (v == V_REFRESH && !dry_run &&
+            (st = mt_db_set_kernel_template_hash(db, s->v.name, s->v.arch, s->source_sha256,
+                                                 hash))) {
+            mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
+            break;
+        }
+        (*(v == V_CURRENT   ? &stats->current
+           : v == V_REFRESH ? &stats->refreshed
+           : v == V_CHANGED ? &stats->changed
+                            : &stats->unknown))++;
+    }
+    free(l.items);
+    return st;
+}

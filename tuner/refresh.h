@@ -1,0 +1,36 @@
+/*
+ * Bringing the stored kernels of a database up to date with the templates
+ * without compiling or timing anything. A kernel records the hash of its
+ * family's templates; any edit to them (a comment, a pruning rule, another
+ * variant's code) changes that hash, and the runtime warns about every
+ * stored kernel of the family. A kernel whose variant text and amalgamated
+ * source come out of the current templates the same, byte for byte, is
+ * still what they generate: its hash is set to the current one. Kernels
+ * whose source did change keep theirs, and are tuned again.
+ *
+ * May call: gen (resolve, source, template hash), db.
+ */
+#ifndef MT_TUNER_REFRESH_H
+#define MT_TUNER_REFRESH_H
+
+#include <stddef.h>
+#include "moetune/db.h"
+#include "moetune/gen.h"
+
+typedef struct mt_refresh_stats {
+    int current;     /* already of the current templates */
+    int refreshed;   /* same variant and source: its hash brought up to date */
+    int changed;     /* the current templates make another variant text or source */
+    int unknown;     /* not a variant of the current templates (family, name or version) */
+} mt_refresh_stats;
+
+/* Check every stored kernel against g's templates; with dry_run, count
+ * only. report (may be NULL) gets one line for each kernel that is not
+ * current, saying what was found. stats may be NULL. Errors (the database,
+ * a template that fails to load or render) stop the walk; the kernels
+ * refreshed before stay refreshed (each is one transaction). */
+mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
+                             void (*report)(const char *line, void *ctx), void *ctx,
+                             mt_refresh_stats *stats, char *msg, size_t msg_size);
+
+#endif
