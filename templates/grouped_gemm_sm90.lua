@@ -16,7 +16,7 @@
 -- SWAP (version 7): "no": one computing warpgroup per 64 token rows, the
 -- weight rows are the MMA's N (BLOCK_N of them). "yes": the operands trade
 -- places: one computing warpgroup per 64 weight rows (BLOCK_N a multiple of
--- 64), the tile's BLOCK_M token rows (16, 32 or 64) are the MMA's N. A few
+-- 64), the tile's BLOCK_M token rows (16, 32, 64 or 128) are the MMA's N. A few
 -- tokens per expert then cost no 64-row padding of the MMA, and the weights
 -- stream through the same TMA pipeline ("ws" and "persist" only). Device
 -- code: grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...)
