@@ -3,9 +3,10 @@
  * real templates (MT_TEMPLATE_DIR, set by CTest): a kernel whose source the
  * templates still generate gets the current template hash, one whose source
  * or variant differs keeps its own, one the templates do not make is left
- * alone; a dry run changes nothing. And the shipped database: no kernel in
- * it waits for a refresh (a template edit that left a shipped kernel's
- * source as it was must come with `moetune db refresh`).
+ * alone; a dry run changes nothing. And the shipped database: in
+ * rollback-journal mode, sound, and no kernel in it waits for a refresh (a
+ * template edit that left a shipped kernel's source as it was must come
+ * with `moetune db refresh`).
  */
 #include "tests/support.h"
 
@@ -179,12 +180,12 @@ static void test_resolve(void **state)
     mt_gen_close(g);
 }
 
-/* The shipped database holds no kernel that a refresh would bring up to
- * date: a template edit that kept a shipped kernel's source must come with
+/* The shipped database is in rollback-journal mode, verifies clean, and
+ * holds no kernel that a refresh would bring up to date: a template edit that kept a shipped kernel's source must come with
  * `moetune db refresh db/tuned/nvidia-h200.db`, or the runtime reports the
  * kernel as made from other templates. Kernels whose source changed are
  * counted, not failed: they wait for tuning on the GPU. */
-static void test_shipped_database_is_refreshed(void **state)
+static void test_shipped_database(void **state)
 {
     (void)state;
     const char *tdir = getenv("MT_TEMPLATE_DIR");
@@ -194,6 +195,17 @@ static void test_shipped_database_is_refreshed(void **state)
     snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir);
     if (access(path, R_OK) != 0)
         fail_msg("no shipped database at %s", path);
+    /* Rollback-journal mode (header bytes 18 and 19 are 1; WAL writes 2),
+     * so that it opens read-only from a read-only install folder
+     * (db/tuned/README.md). */
+    FILE *f = fopen(path, "rb");
+    unsigned char head[20] = {0};
+    assert_non_null(f);
+    assert_int_equal(fread(head, 1, sizeof head, f), sizeof head);
+    fclose(f);
+    if (head[18] != 1 || head[19] != 1)
+        fail_msg("%s is in WAL mode: run sqlite3 on it with \"PRAGMA wal_checkpoint(TRUNCATE); "
+                 "PRAGMA journal_mode=DELETE\"", path);
     mt_gen *g = mt_test_open_templates();
     mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
     mt_refresh_stats s;
@@ -216,7 +228,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refresh_kernels),
         cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_shipped_database_is_refreshed),
+        cmocka_unit_test(test_shipped_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
