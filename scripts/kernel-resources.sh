@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The compiler's resource report of every kernel stored in a tuned database
+# (no GPU needed): each stored amalgamated source is compiled again with
+# nvcc -cubin -Xptxas -v for its arch, and the registers, barriers, stack,
+# spills and static shared memory are printed as a markdown table, with the
+# entries (problem and M) that use each kernel. Dynamic shared memory (the
+# pipeline stages) is the variant's own figure, from its stored variant text.
+# CTAs/SM: how many CTAs of it one Hopper SM holds at once by the occupancy
+# rules (65536 registers, a thread's registers rounded up to 8; 228 KiB of
+# shared memory, 1 KiB of it reserved per CTA; 2048 threads; 32 CTAs), and
+# which of those bound it.
+# Usage: scripts/kernel-resources.sh [DB] (default db/tuned/nvidia-h200.db)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+db=${1:-db/tuned/nvidia-h200.db}
+command -v sqlite3 >/dev/null || { echo "kernel-resources: needs the sqlite3 program" >&2; exit 2; }
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[ -x "$nvcc" ] || { echo "kernel-resources: needs nvcc (the CUDA toolkit)" >&2; exit 2; }
+[ -r "$db" ] || { echo "kernel-resources: cannot read $db" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# -readonly and immutable: reading never writes a journal next to the file.
+q() { sqlite3 -readonly "file:$db?immutable=1" "$@"; }
+echo "| kernel | arch | registers | barriers | stack B | spill st/ld B | static smem B | dynamic smem B | threads | CTAs/SM | used by |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+q "SELECT name, arch FROM kernel ORDER BY family, name" | while IFS='|' read -r name arch; do
+  q "SELECT writefile('$tmp/k.cu', source) FROM kernel WHERE name = '$name' AND arch = '$arch'" >/dev/null
+  log=$("$nvcc" -arch="${arch/compute_/sm_}" -cubin -std=c++17 -Xptxas -v -o "$tmp/k.cubin" \
+        "$tmp/k.cu" 2>&1) || { echo "| $name | $arch | compile failed | | | | | | | | |"; continue; }
+  regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' <<<"$log" | tail -1)
+  bars=$(sed -n 's/.*used \([0-9]*\) barriers.*/\1/p' <<<"$log" | tail -1)
+  stack=$(sed -n 's/.*\b\([0-9]*\) bytes stack frame.*/\1/p' <<<"$log" | tail -1)
+  sst=$(sed -n 's/.*\b\([0-9]*\) bytes spill stores.*/\1/p' <<<"$log" | tail -1)
+  sld=$(sed -n 's/.*\b\([0-9]*\) bytes spill loads.*/\1/p' <<<"$log" | tail -1)
+  smem=$(sed -n 's/.*\b\([0-9]*\) bytes smem.*/\1/p' <<<"$log" | tail -1)
+  variant=$(q "SELECT variant FROM kernel WHERE name = '$name' AND arch = '$arch'")
+  dyn=$(sed -n 's/.*;smem=\([0-9]*\).*/\1/p' <<<";$variant")
+  thr=$(sed -n 's/.*;threads=\([0-9]*\).*/\1/p' <<<";$variant")
+  ctas=$(awk -v r="${regs:-0}" -v s=$(( ${smem:-0} + ${dyn:-0} )) -v t="${thr:-1}" 'BEGIN {
+    rr = int((r + 7) / 8) * 8; by_r = int(65536 / (rr * t)); by_s = int(233472 / (s + 1024))
+    by_t = int(2048 / t); n = by_r
+    if (by_s < n) n = by_s
+    if (by_t < n) n = by_t
+    if (32 < n) n = 32
+    why = (by_r == n ? ", registers" : "") (by_s == n ? ", shared memory" : "") \
+          (by_t == n ? ", threads" : "") (n == 32 ? ", CTA limit" : "")
+    printf "%d (%s)", n, substr(why, 3) }')
+  used=$(q "SELECT group_concat(u, ', ') FROM (SELECT DISTINCT 'E=' || k.E || ' ' || k.quant \
+            || ' M=' || e.M AS u FROM entry e JOIN problem_key k ON k.id = e.key_id \
+            WHERE instr(e.pipeline, '=$name;') > 0 OR e.pipeline LIKE '%=$name' \
+            ORDER BY k.E, k.quant, e.M)")
+  echo "| $name | $arch | ${regs:-?} | ${bars:-0} | ${stack:-0} | ${sst:-0}/${sld:-0} | ${smem:-0} | ${dyn:-?} | ${thr:-?} | $ctas | ${used:--} |"
+done
