@@ -232,7 +232,11 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
         return MT_ERR_INVALID_ARG;
     if (db->tx_depth)
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "prune inside a transaction");
-    mt_status st = mt_db__begin(db);
+    /* Through an index that disagrees with its table, kernels in use could
+     * look unused, and be deleted. */
+    mt_status st = mt_db__check_destination(db, "pruned from");
+    if (!st)
+        st = mt_db__begin(db);
     if (st)
         return st;
     const char *h = keep_template_hash;

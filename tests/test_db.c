@@ -521,7 +521,7 @@ static void test_merge(void **state)
     assert_int_equal(ms.history, 0);
     assert_int_equal(count_entries(db, 1), 5);
     mt_db_close(db);
-    /* Nothing is merged or imported into a damaged file. */
+    /* Nothing is merged, imported or pruned in a damaged file. */
     const char *json = path_in(dir, "b.json");
     db = open_ok(b, 0);
     CHECK_OK(db, mt_db_export_json(db, json, 0));
@@ -543,6 +543,9 @@ static void test_merge(void **state)
     assert_int_equal(mt_db_import_vllm(db, vllm, &nref), MT_ERR_DB);
     assert_int_equal(nref, 0);
     assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was imported into it"));
+    mt_db_prune_stats ps;
+    assert_int_equal(mt_db_prune(db, NULL, NULL, 0, &ps), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "damaged, so nothing was pruned from it"));
     assert_int_equal(count_entries(db, 1), 5);
     mt_db_close(db);
 }

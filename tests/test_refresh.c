@@ -142,6 +142,18 @@ static void test_refresh_kernels(void **state)
     assert_int_equal(mt_refresh_kernels(NULL, g, 0, NULL, NULL, &s, msg, sizeof msg),
                      MT_ERR_INVALID_ARG);
     mt_db_close(db);
+    /* Nothing is refreshed in a damaged file (an entry, so that the
+     * damaged index has a row to disagree about). */
+    db = mt_fix_open_db(file, 0);
+    mt_problem p;
+    mt_problem_init(&p, 64, 8, 2, 256, 128);
+    mt_fix_put_entry(db, &p, "TEST GPU", "9.0", 16, "x", now);
+    mt_db_close(db);
+    mt_fix_damage_index(file);
+    db = mt_fix_open_db(file, 0);
+    assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_ERR_DB);
+    assert_non_null(strstr(msg, "damaged, so no kernel was refreshed"));
+    mt_db_close(db);
     free(v);
     mt_gen_close(g);
 }

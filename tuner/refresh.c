@@ -121,8 +121,15 @@ mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
     memset(stats, 0, sizeof *stats);
     if (!db || !g)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "refresh: no database or generator");
+    /* Only into a sound file (as merge and prune): a write may be lost in
+     * a damaged one. */
+    int problems = 0;
+    mt_status st = mt_db_verify_storage(db, NULL, NULL, &problems);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s%s", mt_db_errmsg(db),
+                       problems ? ". The file is damaged, so no kernel was refreshed" : "");
     stored_list l = {0};
-    mt_status st = mt_db_foreach_kernel(db, 0, collect, &l);
+    st = mt_db_foreach_kernel(db, 0, collect, &l);
     if (st)
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
     else if (l.oom)

@@ -347,7 +347,8 @@ typedef struct mt_db_prune_stats {
  * two filters combine with AND, NULL means "any". Then delete kernels no
  * entry uses and provenance rows nothing refers to, and VACUUM. With both
  * filters NULL only the unreferenced rows go. dry_run: count, change
- * nothing. stats may be NULL.
+ * nothing. stats may be NULL. A damaged db (mt_db_verify_storage) is
+ * refused: through a bad index, kernels in use could look unused.
  */
 mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
                       mt_db_prune_stats *stats /* out */);
