@@ -222,6 +222,54 @@ fail:
     "(?1 IS NOT NULL OR ?2 IS NOT NULL) AND (?1 IS NULL OR " alias ".sku = ?1) AND "         \
     "(?2 IS NULL OR p.template_hash <> ?2)"
 
+static int is_full_hash(const char *h)
+{
+    size_t n = strlen(h);
+    return n == 64 && strspn(h, "0123456789abcdef") == n;
+}
+
+/* The template hash a prune keeps: one stored in a provenance row, named
+ * whole or by a prefix of at least 6 characters that fits only it (`db
+ * show` prints 12), or any full 64-hex hash (the current templates', which
+ * no row may have yet). Anything else is refused rather than taken as a hash
+ * that every entry differs from, which would delete them all. */
+static mt_status resolve_keep_hash(mt_db *db, const char *h, char full[65])
+{
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(db, "SELECT DISTINCT template_hash FROM provenance WHERE "
+                                      "substr(template_hash, 1, length(?1)) = ?1 "
+                                      "ORDER BY template_hash", &s);
+    if (st)
+        return st;
+    mt_db__bind_text(s, 1, h);
+    int n = 0, exact = 0, rc;
+    char first[65] = "", second[65] = "";
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (!t)
+            continue;
+        exact |= !strcmp(t, h);
+        mt_strlcpy(n ? second : first, t, 65);
+        n++;
+    }
+    DB_CHECK(db, rc, "find template hash");
+    if (exact || is_full_hash(h))
+        mt_strlcpy(full, h, 65);
+    else if (n == 1 && strlen(h) >= 6)
+        mt_strlcpy(full, first, 65);
+    else if (n > 1)
+        st = mt_db__fail(db, MT_ERR_INVALID_ARG, "prune: template hash '%s' fits %d stored "
+                         "ones (%.12s, %.12s...): give more of it", h, n, first, second);
+    else
+        st = mt_db__fail(db, MT_ERR_INVALID_ARG, "prune: template hash '%s' is %s (`moetune db "
+                         "show` prints the stored ones; give at least 6 characters of one, or "
+                         "a whole 64-character hash)", h, n ? "too short to name a stored one"
+                                                        : "none of the stored ones");
+fail:
+    sqlite3_finalize(s);
+    return st;
+}
+
 mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
                       mt_db_prune_stats *stats)
 {
@@ -235,11 +283,14 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
     /* Through an index that disagrees with its table, kernels in use could
      * look unused, and be deleted. */
     mt_status st = mt_db__check_destination(db, "pruned from");
+    char keep[65];
+    if (!st && keep_template_hash)
+        st = resolve_keep_hash(db, keep_template_hash, keep);
     if (!st)
         st = mt_db__begin(db);
     if (st)
         return st;
-    const char *h = keep_template_hash;
+    const char *h = keep_template_hash ? keep : NULL;
     used_ctx u = {.db = db};
     st = mt_db__exec(db, "CREATE TEMP TABLE IF NOT EXISTS prune_victim (id INTEGER PRIMARY KEY);"
                          "DELETE FROM temp.prune_victim;"

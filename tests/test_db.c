@@ -952,17 +952,35 @@ static void test_prune(void **state)
     /* Keeping tmplA removes nothing; keeping another hash removes the rest. */
     CHECK_OK(db, mt_db_prune(db, NULL, "tmplA", 0, &ps));
     assert_int_equal(ps.entries, 0);
+    /* A hash that names no stored one (a typo, a cut one too short) is
+     * refused rather than deleting every entry; so is a prefix that fits
+     * two. A unique prefix of 6 or more names its hash. */
+    assert_int_equal(mt_db_prune(db, NULL, "tmplNew", 0, &ps), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(db), "none of the stored ones"));
+    assert_int_equal(mt_db_prune(db, NULL, "tmpl", 0, &ps), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(db), "too short"));
+    assert_int_equal(count_entries(db, 0), 2);
+    make_prov(db, SKU_A, "9.0", "abcdef01");
+    make_prov(db, SKU_A, "9.0", "abcdef02");
+    assert_int_equal(mt_db_prune(db, NULL, "abcdef", 1, &ps), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(db), "fits 2 stored ones"));
+    assert_int_equal(mt_db_prune(db, NULL, "abcdef0", 1, &ps), MT_ERR_INVALID_ARG);
+    CHECK_OK(db, mt_db_prune(db, NULL, "abcdef01", 1, &ps));
+    assert_int_equal(ps.entries, 2);   /* the tmplA entries would go */
     mt_db_close(db);
+    /* A whole 64-hex hash is taken as given (the current templates' one,
+     * which no entry has yet): it removes the rest. */
+    const char *fresh = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     file_hash(path, before);
     db = open_ok(path, 0);
-    CHECK_OK(db, mt_db_prune(db, NULL, "tmplNew", 1, &ps));
+    CHECK_OK(db, mt_db_prune(db, NULL, fresh, 1, &ps));
     mt_db_close(db);
     file_hash(path, after);
     assert_string_equal(before, after);   /* a dry run changes no byte */
     db = open_ok(path, 0);
-    CHECK_OK(db, mt_db_prune(db, NULL, "tmplNew", 0, &ps));
+    CHECK_OK(db, mt_db_prune(db, NULL, fresh, 0, &ps));
     assert_int_equal(ps.entries, 2);
-    assert_int_equal(ps.provenance, 1);
+    assert_int_equal(ps.provenance, 3);   /* tmplA's and the two unused ones */
     assert_int_equal(count_entries(db, 0), 0);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM kernel"), 0);
     mt_db_close(db);
