@@ -3,13 +3,61 @@
  * (tuned from a database, untuned default, best default variant) against
  * cuBLAS grouped GEMMs (needs a GPU).
  */
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/util.h"
 #include "tuner/bench.h"
+
+/* An output file (--json, --svg) that the bench fills in memory; at the end
+ * the file is replaced when the run succeeded or wrote something (the JSON
+ * rows of the M values measured before a failure). A run that fails before
+ * any result (no GPU, a bad option found late) leaves an existing file as
+ * it was. Whether the file can be written is checked at the start. */
+typedef struct out_file {
+    const char *path;
+    char *data;
+    size_t len;
+    FILE *f;
+} out_file;
+
+static int out_open(out_file *o, const char *path)
+{
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    if (!path)
+        return 1;
+    char dir[4096];
+    mt_strlcpy(dir, path, sizeof dir);
+    if ((access(path, F_OK) == 0 ? access(path, W_OK) : access(dirname(dir), W_OK)) != 0 ||
+        !(o->f = open_memstream(&o->data, &o->len))) {
+        fprintf(stderr, "moetune bench: cannot write %s\n", path);
+        return 0;
+    }
+    return 1;
+}
+
+/* Close, and write the file when the run succeeded (ok) or wrote into it.
+ * Returns 0 when writing failed. */
+static int out_close(out_file *o, int ok)
+{
+    if (!o->f)
+        return 1;
+    fclose(o->f);
+    char msg[512];
+    int done = (!ok && o->len == 0) ||
+               mt_file_write_atomic(o->path, o->data, o->len, msg, sizeof msg) == MT_OK;
+    if (!done)
+        fprintf(stderr, "moetune bench: %s\n", msg);
+    free(o->data);
+    return done;
+}
 
 static void usage(FILE *f)
 {
@@ -101,22 +149,20 @@ int mt_cmd_bench(int argc, char **argv)
     mt_bench_opts o = {.shape = sa.shape, .label = sa.label, .Ms = Ms, .nM = nM,
                        .reps = (int)reps, .warmup = 3, .max_candidates = (int)max_candidates,
                        .pipeline_only = pipeline_only, .db_path = db};
-    if (json && !(o.json = fopen(json, "w"))) {
-        fprintf(stderr, "moetune bench: cannot write %s\n", json);
+    out_file jf, sf;
+    int opened = out_open(&jf, json);
+    opened = opened && out_open(&sf, svg);
+    if (!opened) {
+        out_close(&jf, 0);
         return MT_EXIT_FAIL;
     }
-    if (svg && !(o.svg = fopen(svg, "w"))) {
-        fprintf(stderr, "moetune bench: cannot write %s\n", svg);
-        if (o.json)
-            fclose(o.json);
-        return MT_EXIT_FAIL;
-    }
+    o.json = jf.f, o.svg = sf.f;
     char msg[1024];
     mt_status st = mt_bench_run(&o, msg, sizeof msg);
-    if (o.json)
-        fclose(o.json);
-    if (o.svg)
-        fclose(o.svg);
+    int written = out_close(&jf, st == MT_OK);
+    written = out_close(&sf, st == MT_OK) && written;
+    if (!st && !written)
+        return MT_EXIT_FAIL;
     if (st) {
         fprintf(stderr, "moetune bench: %s: %s\n", mt_status_str(st), msg);
         return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? MT_EXIT_NO_GPU : MT_EXIT_FAIL;
