@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "common/util.h"
@@ -33,6 +34,17 @@ static int usage_error(const char *usage, const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nusage: %s\n", usage);
     return MT_EXIT_USAGE;
+}
+
+/* Report a failed write into dst and close it; a dst this command created
+ * and left empty is removed again (a merge whose first source is missing
+ * leaves no new file behind). */
+static int fail_into(mt_db *db, const char *dst, int existed)
+{
+    int rc = fail_db(db);
+    if (!existed)
+        mt_db_remove_if_empty(dst, NULL);
+    return rc;
 }
 
 /* Open or report; returns NULL after printing the reason. */
@@ -298,6 +310,7 @@ static int cmd_import(int argc, char **argv)
     }
     if (o.npos < 2)
         return usage_error(import_usage, "expected a database and at least one file%s", "");
+    const int existed = access(o.pos[0], F_OK) == 0;
     mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
@@ -305,12 +318,12 @@ static int cmd_import(int argc, char **argv)
         if (o.vllm_flag) {
             int n = 0;
             if (mt_db_import_vllm(db, o.pos[i], &n))
-                return fail_db(db);
+                return fail_into(db, o.pos[0], existed);
             printf("%s: %d reference config(s)\n", o.pos[i], n);
         } else {
             mt_db_merge_stats s;
             if (mt_db_import_json(db, o.pos[i], &s))
-                return fail_db(db);
+                return fail_into(db, o.pos[0], existed);
             print_merge_stats(o.pos[i], &s);
         }
     }
@@ -337,13 +350,14 @@ static int cmd_merge(int argc, char **argv)
     }
     if (o.npos < 2)
         return usage_error(merge_usage, "expected a destination and at least one source%s", "");
+    const int existed = access(o.pos[0], F_OK) == 0;
     mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
     for (int i = 1; i < o.npos; i++) {
         mt_db_merge_stats s;
         if (mt_db_merge(db, o.pos[i], &s))
-            return fail_db(db);
+            return fail_into(db, o.pos[0], existed);
         print_merge_stats(o.pos[i], &s);
     }
     mt_db_close(db);

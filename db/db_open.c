@@ -350,6 +350,37 @@ mt_status mt_db_open(const char *path, int flags, mt_db **out)
     return st;
 }
 
+mt_status mt_db_remove_if_empty(const char *path, int *removed)
+{
+    if (removed)
+        *removed = 0;
+    if (!path)
+        return MT_ERR_INVALID_ARG;
+    mt_db *db = NULL;
+    mt_status st = mt_db_open(path, 0, &db);
+    int64_t rows = 0;
+    if (!st)
+        st = pragma_int(db, "SELECT (SELECT count(*) FROM provenance) + (SELECT count(*) FROM "
+                            "kernel) + (SELECT count(*) FROM problem_key) + (SELECT count(*) "
+                            "FROM entry) + (SELECT count(*) FROM entry_history) + (SELECT "
+                            "count(*) FROM candidate) + (SELECT count(*) FROM reference_config)",
+                        &rows);
+    mt_db_close(db);
+    if (st || rows)
+        return st;
+    /* Nothing in it: the file and SQLite's side files go. */
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < MT_ARRAY_LEN(side); i++) {
+        char name[4096];
+        snprintf(name, sizeof name, "%s%s", path, side[i]);
+        if (unlink(name) != 0 && errno != ENOENT && i == 0)
+            return MT_ERR_IO;
+    }
+    if (removed)
+        *removed = 1;
+    return MT_OK;
+}
+
 mt_status mt_db__create_at_version(const char *path, int version, char *msg, size_t msg_size)
 {
     if (version < 1 || version > MT_DB_SCHEMA_VERSION)

@@ -325,6 +325,38 @@ static void test_kernel_hash(void **state)
     mt_db_close(db);
 }
 
+/* A database with no row is removed with its side files; one with rows,
+ * or a file that is not a moetune database, is left alone. */
+static void test_remove_if_empty(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_remove");
+    const char *path = path_in(dir, "e.db");
+    mt_db *db = open_ok(path, MT_DB_CREATE);
+    mt_db_close(db);
+    int removed = 0;
+    assert_int_equal(mt_db_remove_if_empty(path, &removed), MT_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(access(path, F_OK), -1);
+    char side[700];
+    snprintf(side, sizeof side, "%s-wal", path);
+    assert_int_equal(access(side, F_OK), -1);
+    db = open_ok(path, MT_DB_CREATE);
+    make_prov(db, SKU_A, "9.0", "tmplA");
+    mt_db_close(db);
+    assert_int_equal(mt_db_remove_if_empty(path, &removed), MT_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(access(path, F_OK), 0);
+    const char *text = path_in(dir, "notes.txt");
+    FILE *f = fopen(text, "w");
+    assert_non_null(f);
+    fputs("not a database\n", f);
+    fclose(f);
+    assert_int_not_equal(mt_db_remove_if_empty(text, &removed), MT_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(access(text, F_OK), 0);
+}
+
 /* An index that disagrees with its table: both verifies report it. */
 static void test_verify_storage(void **state)
 {
@@ -1105,6 +1137,7 @@ int main(void)
         cmocka_unit_test(test_migration_v1_to_v2),
         cmocka_unit_test(test_kernel_hash),
         cmocka_unit_test(test_verify_storage),
+        cmocka_unit_test(test_remove_if_empty),
         cmocka_unit_test(test_put_entry_keeps_faster),
         cmocka_unit_test(test_lookup_nearest),
         cmocka_unit_test(test_merge),

@@ -594,9 +594,6 @@ static void test_devices_and_a_broken_one(void **state)
     assert_int_equal(s.unfinished, 0);
 }
 
-/* A database that cannot grow (disk full, emulated with RLIMIT_FSIZE) makes
- * the run fail with a clear message; what was committed stays intact and
- * complete, and a rerun with space finishes the job. */
 /* A damaged database is refused before any candidate is timed, with a
  * message naming the file and the damage, and is left as it was. */
 static void test_refuses_a_damaged_database(void **state)
@@ -627,6 +624,44 @@ static void test_refuses_a_damaged_database(void **state)
     mt_db_close(db);
 }
 
+/* A run that fails before writing anything (no GPU: here a broken fake
+ * device) leaves no database behind when it created the file, and keeps
+ * one that was there; a shard with no work touches no file. */
+static void test_failed_run_leaves_no_file(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/none.db", mt_test_tmpdir("tune-none"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 1;
+    setenv("MT_FAKE_BROKEN_DEVICE", "0", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_NO_DEVICE);
+    assert_int_equal(access(path, F_OK), -1);
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    const int rows = scan_db(path).total;
+    setenv("MT_FAKE_BROKEN_DEVICE", "0", 1);
+    o.Ms[0] = 256;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_NO_DEVICE);
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+    assert_int_equal(scan_db(path).total, rows);   /* there before: kept as it was */
+
+    char idle[600];
+    snprintf(idle, sizeof idle, "%s/idle.db", mt_test_tmpdir("tune-idle"));
+    opts(&o, idle);
+    o.nM = 2;
+    o.shard_index = 3, o.shard_count = 4;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.idle_shard, 1);
+    assert_int_equal(s.nrows, 0);
+    assert_int_equal(access(idle, F_OK), -1);
+}
+
+/* A database that cannot grow (disk full, emulated with RLIMIT_FSIZE) makes
+ * the run fail with a clear message; what was committed stays intact and
+ * complete, and a rerun with space finishes the job. */
 static void test_disk_full(void **state)
 {
     (void)state;
@@ -677,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_devices_and_a_broken_one),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_refuses_a_damaged_database),
+        cmocka_unit_test(test_failed_run_leaves_no_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

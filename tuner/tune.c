@@ -308,6 +308,19 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
                        o->shard_index, o->shard_count);
     if (o->ndevices < 0 || o->ndevices > 64)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "between 1 and 64 devices");
+    mt_tune_opts mine = *o;
+    static int runs;   /* several runs of one process in one second (threads too) */
+    snprintf(mine.run_id, sizeof mine.run_id, "run %ld.%lld.%d", (long)getpid(),
+             (long long)time(NULL), __atomic_fetch_add(&runs, 1, __ATOMIC_RELAXED));
+    int idx[MT_TUNE_MAX_M];
+    mine.nM = mt_tune_shard(o->nM, o->shard_index, o->shard_count, idx);
+    for (int i = 0; i < mine.nM; i++)
+        mine.Ms[i] = o->Ms[idx[i]];
+    if (mine.nM == 0) {   /* more shards than work items: this one has none */
+        s->idle_shard = 1;
+        return MT_OK;
+    }
+    const int existed = access(o->db_path, F_OK) == 0;
     /* Fail early, in this process, on a database we cannot write, or whose
      * SQLite file is damaged: results written into a file whose indexes
      * disagree with its tables may not be found again, and each costs GPU
@@ -327,24 +340,19 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
         return st;
     }
     mt_db_close(probe);
-    mt_tune_opts mine = *o;
-    static int runs;   /* several runs of one process in one second (threads too) */
-    snprintf(mine.run_id, sizeof mine.run_id, "run %ld.%lld.%d", (long)getpid(),
-             (long long)time(NULL), __atomic_fetch_add(&runs, 1, __ATOMIC_RELAXED));
-    int idx[MT_TUNE_MAX_M];
-    mine.nM = mt_tune_shard(o->nM, o->shard_index, o->shard_count, idx);
-    for (int i = 0; i < mine.nM; i++)
-        mine.Ms[i] = o->Ms[idx[i]];
-    if (mine.nM == 0)
-        return MT_OK;   /* more shards than work items: this one has none */
     if (mine.ndevices == 1)
         mine.device = mine.devices[0], mine.ndevices = 0;
     if (mine.ndevices > 1)
         st = run_devices(&mine, s, msg, msg_size);
     else
         st = run_one_device(&mine, s->sku, sizeof s->sku, &s->worker_restarts, msg, msg_size);
-    if (st)
+    if (st) {
+        /* A database this run created and left empty (no GPU, a bad
+         * option found by the worker) does not stay behind. */
+        if (!existed)
+            mt_db_remove_if_empty(o->db_path, NULL);
         return st;
+    }
     s->wall_s = mt_now() - t0;
     return fill_summary(&mine, s, msg, msg_size);
 }
@@ -424,6 +432,12 @@ static mt_status fill_summary(const mt_tune_opts *o, mt_tune_summary *s, char *m
 void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE *f)
 {
     const mt_problem *p = &o->shape;
+    if (s->idle_shard) {
+        fprintf(f, "%s: shard %d/%d has no work: the %d M value(s) go to the other shards; "
+                   "nothing was tuned or written\n", o->label, o->shard_index, o->shard_count,
+                o->nM);
+        return;
+    }
     fprintf(f, "\n%s on %s: E=%lld topk=%lld K=%lld N=%lld %s %s %s, %d worker restart(s), "
                "%.1f s wall\n\n",
             o->label, s->sku, (long long)p->E, (long long)p->topk, (long long)p->K,

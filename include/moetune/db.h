@@ -56,6 +56,12 @@ enum {
 mt_status mt_db_open(const char *path, int flags, mt_db **out);
 /* Close; NULL is a no-op. */
 void mt_db_close(mt_db *db);
+/* Delete the database at path (and SQLite's side files) if it holds no row
+ * at all: for a command that created it and then failed before writing
+ * anything (a tune without a GPU, a merge whose first source is missing).
+ * *removed (may be NULL) says whether it went. A file that is not a
+ * moetune database, or has rows, is left alone. */
+mt_status mt_db_remove_if_empty(const char *path, int *removed /* out */);
 /* The last error message on this handle ("" when none). Never NULL. */
 const char *mt_db_errmsg(const mt_db *db);
 /* The path the handle was opened with. */

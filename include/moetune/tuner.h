@@ -84,11 +84,14 @@ typedef struct mt_tune_summary {
     int64_t unfinished_M[MT_TUNE_MAX_M];
     char sku[64];
     int sm_count;
+    int idle_shard;            /* this shard had no M value (more shards than M): nothing ran */
 } mt_tune_summary;
 
 /* Run a tuning job. The message names what failed. A database whose SQLite
  * file is damaged (mt_db_verify_storage) is refused (MT_ERR_DB) before any
- * work, and left as it was. */
+ * work, and left as it was; one the run created is removed again when the
+ * run fails before writing anything into it. A shard with no work touches
+ * no file (summary->idle_shard). */
 mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *summary, char *msg, size_t msg_size);
 
 /* Print the summary table (per M: winner, time, TFLOP/s, weight GB/s,
