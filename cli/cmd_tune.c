@@ -33,15 +33,14 @@ static int count_gpus(void)
     return WEXITSTATUS(status);
 }
 
+/* 1: parsed; 0: a bad value; -1: "all" and no GPU answers. */
 static int parse_devices(const char *v, mt_tune_opts *o)
 {
     if (!strcmp(v, "all")) {
         o->ndevices = count_gpus();
         for (int i = 0; i < o->ndevices && i < 64; i++)
             o->devices[i] = i;
-        if (o->ndevices == 0)
-            fprintf(stderr, "moetune tune: --devices all: no GPU found\n");
-        return o->ndevices > 0;
+        return o->ndevices > 0 ? 1 : -1;
     }
     int64_t d[64];
     int n = 0;
@@ -143,8 +142,14 @@ int mt_cmd_tune(int argc, char **argv)
             ok = mt_arg_int(v, 1, 10000, &x), o.reps = (int)x;
         else if (!strcmp(a, "--device"))
             ok = mt_arg_int(v, 0, 1023, &x), o.device = (int)x;
-        else if (!strcmp(a, "--devices"))
+        else if (!strcmp(a, "--devices")) {
             ok = parse_devices(v, &o);
+            if (ok < 0) {
+                fprintf(stderr, "moetune tune: --devices all: no GPU found (tuning needs a GPU "
+                                "and the CUDA driver)\n");
+                return MT_EXIT_NO_GPU;
+            }
+        }
         else if (!strcmp(a, "--shard")) {
             int64_t i0, n0;
             char *slash = strchr(v, '/');

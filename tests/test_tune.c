@@ -592,6 +592,13 @@ static void test_devices_and_a_broken_one(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);   /* the rerun finishes it */
     assert_int_equal(s.nrows, 4);
     assert_int_equal(s.unfinished, 0);
+    /* No device can tune: that is "no GPU" (the CLI's exit 3), not an
+     * internal error. */
+    setenv("MT_FAKE_BROKEN_DEVICE", "0,1,2", 1);
+    o.retune = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_NO_DEVICE);
+    assert_non_null(strstr(msg, "none of the 3 devices"));
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
 }
 
 /* A damaged database is refused before any candidate is timed, with a

@@ -78,7 +78,7 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
  * measuring a candidate whose gemm1 name contains it kill the process;
  * MT_FAKE_HANG the same but sleep forever; MT_FAKE_LOG=<file> appends each
  * measured candidate; MT_FAKE_DELAY_MS slows each measurement;
- * MT_FAKE_BROKEN_DEVICE=<n> makes device n fail to open. */
+ * MT_FAKE_BROKEN_DEVICE=<n>[,<n>...] makes those devices fail to open. */
 mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size);
 
 #endif

@@ -194,9 +194,11 @@ static void fake_destroy(void *self) { free(self); }
 
 mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size)
 {
-    const char *broken = getenv("MT_FAKE_BROKEN_DEVICE");
-    if (broken && atoi(broken) == device)
-        return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "fake device %d is broken", device);
+    /* MT_FAKE_BROKEN_DEVICE: a comma-separated list of broken devices. */
+    for (const char *b = getenv("MT_FAKE_BROKEN_DEVICE"); b && *b; b += strcspn(b, ","),
+                    b += *b == ',')
+        if (atoi(b) == device)
+            return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "fake device %d is broken", device);
     fake *f = calloc(1, sizeof *f);
     if (!f)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");

@@ -253,7 +253,7 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
                 fprintf(stderr, "moetune tune: device %d: %s: %s\n", sub.device,
                         mt_status_str(cst), m);
             dprintf(p[1], "%s\n%d\n", sku, restarts);
-            _exit(cst ? 1 : 0);
+            _exit(cst == MT_ERR_NO_DRIVER || cst == MT_ERR_NO_DEVICE ? 3 : cst ? 1 : 0);
         }
         close(p[1]);
         if (pid < 0) {
@@ -263,7 +263,7 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         pids[started] = pid;
         fds[started++] = p[0];
     }
-    int failed = 0;
+    int failed = 0, no_gpu = 0;
     for (int i = 0; i < started; i++) {
         char buf[256] = "";
         ssize_t n = read(fds[i], buf, sizeof buf - 1);
@@ -280,8 +280,12 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
             ;
         failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        no_gpu += WIFEXITED(status) && WEXITSTATUS(status) == 3;
     }
-    if (failed == started && started > 0)
+    if (no_gpu == started && started > 0)
+        st = mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "none of the %d devices could "
+                     "tune (their messages are above)", started);
+    else if (failed == started && started > 0)
         st = mt_errf(msg, msg_size, MT_ERR_INTERNAL, "every device's tuning failed");
     return st;
 }
