@@ -420,7 +420,13 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
     if (a->out_dir && write_ok && failed < (int)n)
         printf("images in %s/<arch>/\n", a->out_dir);
     mt_kernel_binaries_free(b, n);
-    return failed || !write_ok ? MT_EXIT_FAIL : MT_EXIT_OK;
+    mt_gen_stats gs;
+    mt_gen_get_stats(g, &gs);
+    if (gs.cache_write_failed)
+        fprintf(stderr, "moetune gen: %d compiled image(s) could not be stored in the cache %s: "
+                        "%s (give --cache DIR with a folder that can be written, or --no-cache)\n",
+                gs.cache_write_failed, mt_gen_cache_dir(g), mt_gen_cache_error(g));
+    return failed || !write_ok || gs.cache_write_failed ? MT_EXIT_FAIL : MT_EXIT_OK;
 }
 
 static int cmd_families(mt_gen *g)

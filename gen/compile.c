@@ -144,6 +144,8 @@ static void *worker(void *arg)
         if (b->status == MT_OK && p->g->cache_dir[0])
             wst = gen_cache_write(p->g->cache_dir, j->key, b->image, b->image_len, msg,
                                   sizeof msg);
+        if (wst && p->g->stats.cache_write_failed++ == 0)
+            mt_strlcpy(p->g->cache_err, msg, sizeof p->g->cache_err);
         if (wst && p->g->verbose)
             fprintf(stderr, "moetune gen: could not write the cache entry: %s\n", msg);
         if (b->status == MT_OK)

@@ -291,6 +291,8 @@ const char *mt_gen_template_dir(const mt_gen *g, size_t i)
 
 const char *mt_gen_cache_dir(const mt_gen *g) { return g ? g->cache_dir : ""; }
 
+const char *mt_gen_cache_error(const mt_gen *g) { return g ? g->cache_err : ""; }
+
 void mt_gen_get_stats(const mt_gen *g, mt_gen_stats *out)
 {
     if (!out)

@@ -129,6 +129,7 @@ struct mt_gen {
     char **dirs;               /* search order, highest precedence first */
     size_t ndirs;
     char cache_dir[PATH_MAX];  /* "" = no cache */
+    char cache_err[512];       /* the first failed cache write ("" none) */
     char cuda_include[PATH_MAX]; /* the toolkit headers for `#include <cuda_fp16.h>` */
     int jobs, progress, verbose;
     mt_gen_stats stats;

@@ -150,8 +150,11 @@ void mt_kernel_binaries_free(mt_kernel_binary *b, size_t n);
 /* Counters since open (corrupt counts cache entries found damaged). */
 typedef struct mt_gen_stats {
     int cache_hits, cache_misses, cache_corrupt, compiled, failed;
+    int cache_write_failed;    /* images compiled but not stored in the cache */
 } mt_gen_stats;
 void mt_gen_get_stats(const mt_gen *g, mt_gen_stats *out);
+/* Why the first cache write of g failed ("" when none did). */
+const char *mt_gen_cache_error(const mt_gen *g);
 
 #ifdef __cplusplus
 }
