@@ -253,8 +253,7 @@ static mt_gen *open_gen(const gen_args *a)
 }
 
 /* The variants to work on: the named ones, or the filtered ones, per arch. */
-static int select_variants(mt_gen *g, const gen_args *a, mt_variant **out, size_t *count,
-                           mt_prune_report *reports)
+static int select_variants(mt_gen *g, const gen_args *a, mt_variant **out, size_t *count)
 {
     *out = NULL;
     *count = 0;
@@ -278,7 +277,7 @@ static int select_variants(mt_gen *g, const gen_args *a, mt_variant **out, size_
         f.defaults_only = a->defaults;
         mt_variant *v = NULL;
         size_t n = 0;
-        if (mt_gen_enumerate(g, &f, &v, &n, reports ? &reports[k] : NULL) != MT_OK) {
+        if (mt_gen_enumerate(g, &f, &v, &n, NULL) != MT_OK) {
             fprintf(stderr, "moetune gen: %s\n", mt_gen_errmsg(g));
             mt_buf_free(&all);
             return 0;
@@ -296,16 +295,29 @@ static int select_variants(mt_gen *g, const gen_args *a, mt_variant **out, size_
     return 1;
 }
 
+static int print_variant(const mt_variant *v, void *ctx)
+{
+    (void)ctx;
+    printf("%s  %s  threads=%d  smem=%d\n", v->name, v->arch, v->threads, v->smem_bytes);
+    return 0;
+}
+
+/* Printed as the walk finds them (a whole space is over a million variants
+ * of about 3 KB each: collecting them first took gigabytes). */
 static int cmd_list(mt_gen *g, const gen_args *a)
 {
     mt_prune_report reports[8];
-    mt_variant *v = NULL;
-    size_t n = 0;
-    if (!select_variants(g, a, &v, &n, reports))
-        return MT_EXIT_FAIL;
-    for (size_t i = 0; i < n; i++)
-        printf("%s  %s  threads=%d  smem=%d\n", v[i].name, v[i].arch, v[i].threads,
-               v[i].smem_bytes);
+    memset(reports, 0, sizeof reports);
+    for (int k = 0; k < a->narchs; k++) {
+        mt_gen_filter f = a->filter;
+        f.family = a->family;
+        f.arch = a->archs[k];
+        f.defaults_only = a->defaults;
+        if (mt_gen_enumerate_each(g, &f, print_variant, NULL, &reports[k]) != MT_OK) {
+            fprintf(stderr, "moetune gen: %s\n", mt_gen_errmsg(g));
+            return MT_EXIT_FAIL;
+        }
+    }
     for (int k = 0; k < a->narchs; k++) {
         const mt_prune_report *r = &reports[k];
         printf("# %s: %d points enumerated, %d valid, %d pruned\n", a->archs[k], r->enumerated,
@@ -313,7 +325,6 @@ static int cmd_list(mt_gen *g, const gen_args *a)
         for (int i = 0; i < r->nreasons; i++)
             printf("#   %6d  %s\n", r->reasons[i].count, r->reasons[i].reason);
     }
-    free(v);
     return MT_EXIT_OK;
 }
 
@@ -335,7 +346,7 @@ static int cmd_emit(mt_gen *g, const gen_args *a)
 {
     mt_variant *v = NULL;
     size_t n = 0;
-    if (!select_variants(g, a, &v, &n, NULL))
+    if (!select_variants(g, a, &v, &n))
         return MT_EXIT_FAIL;
     int rc = MT_EXIT_OK;
     for (size_t i = 0; i < n && rc == MT_EXIT_OK; i++) {
@@ -376,7 +387,7 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
 {
     mt_variant *v = NULL;
     size_t n = 0;
-    if (!select_variants(g, a, &v, &n, NULL))
+    if (!select_variants(g, a, &v, &n))
         return MT_EXIT_FAIL;
     if (n == 0) {
         printf("nothing to compile: no valid variant matches\n");

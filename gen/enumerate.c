@@ -52,23 +52,33 @@ static void add_reason(mt_prune_report *r, const char *prefix, const char *reaso
     r->reasons[MT_PRUNE_MAX_REASONS - 1].count++;
 }
 
+/* Where the valid variants go, one at a time; cb returns nonzero to stop
+ * the walk. */
+typedef struct sink {
+    int (*cb)(const mt_variant *v, void *ctx);
+    void *ctx;
+    int stopped;
+} sink;
+
 typedef struct out_list {
     mt_variant *v;
     size_t n, cap;
+    int oom;
 } out_list;
 
-static int out_push(out_list *o, const mt_variant *v)
+static int out_push(const mt_variant *v, void *ctx)
 {
+    out_list *o = ctx;
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 64;
         mt_variant *nv = realloc(o->v, cap * sizeof *nv);
         if (!nv)
-            return 0;
+            return o->oom = 1;
         o->v = nv;
         o->cap = cap;
     }
     o->v[o->n++] = *v;
-    return 1;
+    return 0;
 }
 
 /* Per filter: did this family declare the parameter / hold the value. */
@@ -91,7 +101,7 @@ static mt_status point_variant(gen_template *t, const int *point, const gen_targ
 }
 
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
-                             const gen_target *tg, int strict, out_list *out,
+                             const gen_target *tg, int strict, sink *out,
                              mt_prune_report *rep, filter_use *use)
 {
     /* allowed[p][k]: the filters on parameter p admit value k. */
@@ -179,8 +189,8 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                 add_reason(rep, strict ? NULL : t->family, reason);
             } else {
                 rep->valid++;
-                if (!out_push(out, &v)) {
-                    st = gen_set_err(g, MT_ERR_NO_MEMORY, "out of memory");
+                if (out->cb(&v, out->ctx)) {
+                    out->stopped = 1;
                     goto done;
                 }
             }
@@ -199,13 +209,12 @@ done:
     return st;
 }
 
-mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, size_t *count,
-                           mt_prune_report *report)
+mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
+                                int (*cb)(const mt_variant *v, void *ctx), void *ctx,
+                                mt_prune_report *report)
 {
-    if (!g || !f || !out || !count)
+    if (!g || !f || !cb)
         return MT_ERR_INVALID_ARG;
-    *out = NULL;
-    *count = 0;
     mt_prune_report local;
     mt_prune_report *rep = report ? report : &local;
     memset(rep, 0, sizeof *rep);
@@ -217,17 +226,17 @@ mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, 
         return gen_set_err(g, MT_ERR_INVALID_ARG, "%d filters (at most %d)", f->nparams,
                            MT_GEN_MAX_FILTERS);
     filter_use use[MT_GEN_MAX_FILTERS] = {{0}};
-    out_list list = {0};
+    sink out = {.cb = cb, .ctx = ctx};
     mt_status st = MT_OK;
     if (f->family) {
         gen_template *t = gen_find_template(g, f->family);
         if (!t)
             return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s'", f->family);
-        st = enum_family(g, t, f, tg, 1, &list, rep, use);
+        st = enum_family(g, t, f, tg, 1, &out, rep, use);
     } else {
-        for (size_t i = 0; i < g->ntemplates && !st; i++)
-            st = enum_family(g, &g->templates[i], f, tg, 0, &list, rep, use);
-        for (int i = 0; i < f->nparams && !st; i++) {
+        for (size_t i = 0; i < g->ntemplates && !st && !out.stopped; i++)
+            st = enum_family(g, &g->templates[i], f, tg, 0, &out, rep, use);
+        for (int i = 0; i < f->nparams && !st && !out.stopped; i++) {
             if (!use[i].declared)
                 st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': no template "
                                  "declares it", f->params[i].name);
@@ -237,6 +246,20 @@ mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, 
                                  f->params[i].value);
         }
     }
+    return st;
+}
+
+mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, size_t *count,
+                           mt_prune_report *report)
+{
+    if (!g || !f || !out || !count)
+        return MT_ERR_INVALID_ARG;
+    *out = NULL;
+    *count = 0;
+    out_list list = {0};
+    mt_status st = mt_gen_enumerate_each(g, f, out_push, &list, report);
+    if (!st && list.oom)
+        st = gen_set_err(g, MT_ERR_NO_MEMORY, "out of memory");
     if (st) {
         free(list.v);
         return st;

@@ -122,6 +122,45 @@ static void test_enumerate_counts(void **state)
     mt_gen_close(g);
 }
 
+typedef struct walk {
+    const mt_variant *want;   /* what mt_gen_enumerate listed */
+    size_t seen, stop_after;
+} walk;
+
+static int walk_one(const mt_variant *v, void *ctx)
+{
+    walk *w = ctx;
+    assert_string_equal(v->name, w->want[w->seen].name);
+    assert_int_equal(v->smem_bytes, w->want[w->seen].smem_bytes);
+    return ++w->seen == w->stop_after;
+}
+
+/* mt_gen_enumerate_each hands out the variants mt_gen_enumerate lists, in
+ * its order and with the same report, and stops when asked. */
+static void test_enumerate_each(void **state)
+{
+    (void)state;
+    mt_gen *g = open_ok(DATA "/good", NULL);
+    mt_gen_filter f = {.family = "toy", .arch = "sm_90a"};
+    mt_variant *v = NULL;
+    size_t n = 0;
+    mt_prune_report r1, r2;
+    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, &r1), MT_OK);
+    assert_true(n > 3);
+    walk w = {.want = v, .stop_after = (size_t)-1};
+    assert_int_equal(mt_gen_enumerate_each(g, &f, walk_one, &w, &r2), MT_OK);
+    assert_int_equal(w.seen, n);
+    assert_int_equal(r2.enumerated, r1.enumerated);
+    assert_int_equal(r2.valid, r1.valid);
+    w = (walk){.want = v, .stop_after = 3};
+    f.family = NULL;   /* every family: stopping ends the walk over families too */
+    assert_int_equal(mt_gen_enumerate_each(g, &f, walk_one, &w, NULL), MT_OK);
+    assert_int_equal(w.seen, 3);
+    assert_int_equal(mt_gen_enumerate_each(g, &f, NULL, NULL, NULL), MT_ERR_INVALID_ARG);
+    free(v);
+    mt_gen_close(g);
+}
+
 static void test_filters(void **state)
 {
     (void)state;
@@ -581,6 +620,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_enumerate_counts),
+        cmocka_unit_test(test_enumerate_each),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_bad_templates),
         cmocka_unit_test(test_omit_in_name),

@@ -106,6 +106,14 @@ typedef struct mt_prune_report {
  * MT_ERR_TEMPLATE. */
 mt_status mt_gen_enumerate(mt_gen *g, const mt_gen_filter *f, mt_variant **out, size_t *count,
                            mt_prune_report *report);
+/* The same walk with each valid variant handed to cb as it is found (in
+ * the order mt_gen_enumerate lists them) instead of collected: memory does
+ * not grow with the number of variants. cb returns nonzero to stop (the
+ * call then returns MT_OK, and the filter checks that need the whole walk
+ * are skipped). */
+mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
+                                int (*cb)(const mt_variant *v, void *ctx), void *ctx,
+                                mt_prune_report *report);
 
 /* Find a variant by canonical name for an arch (searches every family).
  * MT_ERR_NOT_FOUND if no valid variant has that name. */
