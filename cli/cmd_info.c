@@ -16,6 +16,11 @@ int mt_cmd_info(int argc, char **argv)
                "GPU is reported, not an error.\n");
         return MT_EXIT_OK;
     }
+    if (argc > 1) {
+        fprintf(stderr, "moetune info: unexpected argument '%s' (usage: moetune info)\n",
+                argv[1]);
+        return MT_EXIT_USAGE;
+    }
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     printf("moetune %s\nNVRTC %d.%d (compiles for sm_80, sm_89, sm_90a without a GPU)\n",

@@ -17,7 +17,7 @@ static const subcommand subcommands[] = {
     {"tune", mt_cmd_tune, "find the fastest correct pipeline per problem and M (needs a GPU)"},
     {"bench", mt_cmd_bench, "time the fused-MoE pipeline over an M sweep against cuBLAS (needs a GPU)"},
     {"db", mt_cmd_db, "show, export, import, merge, verify and prune tuned databases"},
-    {"info", mt_cmd_info, "what this machine has: driver, GPUs, NVRTC, template folders"},
+    {"info", mt_cmd_info, "what this machine has: driver, GPUs, NVRTC"},
 };
 
 static void usage(FILE *f)

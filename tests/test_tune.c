@@ -300,6 +300,14 @@ static void test_bad_options(void **state)
     opts(&o, path);
     o.routing = "sideways";
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    opts(&o, path);
+    o.Ms[2] = o.Ms[0];   /* the same M twice: refused, not tuned and printed twice */
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "M=1 is listed twice"));
+    opts(&o, path);
+    o.ndevices = 2, o.devices[0] = 3, o.devices[1] = 3;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "device 3 is listed twice"));
 }
 
 /* Fake variant names put BLOCK_M right after the epilogue. */

@@ -312,6 +312,16 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
                        o->shard_index, o->shard_count);
     if (o->ndevices < 0 || o->ndevices > 64)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "between 1 and 64 devices");
+    for (int i = 0; i < o->nM; i++)
+        for (int j = 0; j < i; j++)
+            if (o->Ms[i] == o->Ms[j])
+                return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "M=%lld is listed twice",
+                               (long long)o->Ms[i]);
+    for (int i = 0; i < o->ndevices; i++)
+        for (int j = 0; j < i; j++)
+            if (o->devices[i] == o->devices[j])
+                return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "device %d is listed twice",
+                               o->devices[i]);
     mt_tune_opts mine = *o;
     static int runs;   /* several runs of one process in one second (threads too) */
     snprintf(mine.run_id, sizeof mine.run_id, "run %ld.%lld.%d", (long)getpid(),
