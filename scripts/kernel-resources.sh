@@ -29,10 +29,11 @@ q "SELECT name, arch FROM kernel ORDER BY family, name" | while IFS='|' read -r 
         "$tmp/k.cu" 2>&1) || { echo "| $name | $arch | compile failed | | | | | | | | |"; continue; }
   regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' <<<"$log" | tail -1)
   bars=$(sed -n 's/.*used \([0-9]*\) barriers.*/\1/p' <<<"$log" | tail -1)
-  stack=$(sed -n 's/.*\b\([0-9]*\) bytes stack frame.*/\1/p' <<<"$log" | tail -1)
-  sst=$(sed -n 's/.*\b\([0-9]*\) bytes spill stores.*/\1/p' <<<"$log" | tail -1)
-  sld=$(sed -n 's/.*\b\([0-9]*\) bytes spill loads.*/\1/p' <<<"$log" | tail -1)
-  smem=$(sed -n 's/.*\b\([0-9]*\) bytes smem.*/\1/p' <<<"$log" | tail -1)
+  # [^0-9] before the number: a greedy .* would eat all but its last digit.
+  stack=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes stack frame.*/\1/p' <<<"$log" | tail -1)
+  sst=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill stores.*/\1/p' <<<"$log" | tail -1)
+  sld=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill loads.*/\1/p' <<<"$log" | tail -1)
+  smem=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes smem.*/\1/p' <<<"$log" | tail -1)
   variant=$(q "SELECT variant FROM kernel WHERE name = '$name' AND arch = '$arch'")
   dyn=$(sed -n 's/.*;smem=\([0-9]*\).*/\1/p' <<<";$variant")
   thr=$(sed -n 's/.*;threads=\([0-9]*\).*/\1/p' <<<";$variant")
