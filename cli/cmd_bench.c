@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -25,6 +26,7 @@ typedef struct out_file {
     char *data;
     size_t len;
     FILE *f;
+    int atomic;   /* a regular file (or a new one): replaced by a rename */
 } out_file;
 
 static int out_open(out_file *o, const char *path)
@@ -33,14 +35,31 @@ static int out_open(out_file *o, const char *path)
     o->path = path;
     if (!path)
         return 1;
+    /* A regular file is replaced atomically, which needs its folder to be
+     * writable; anything else (/dev/stdout, a pipe) is written in place. */
+    struct stat sb;
+    int exists = stat(path, &sb) == 0;
+    o->atomic = !exists || S_ISREG(sb.st_mode);
     char dir[4096];
     mt_strlcpy(dir, path, sizeof dir);
-    if ((access(path, F_OK) == 0 ? access(path, W_OK) : access(dirname(dir), W_OK)) != 0 ||
+    if ((o->atomic ? access(dirname(dir), W_OK) : access(path, W_OK)) != 0 ||
         !(o->f = open_memstream(&o->data, &o->len))) {
-        fprintf(stderr, "moetune bench: cannot write %s\n", path);
+        fprintf(stderr, "moetune bench: cannot write %s%s\n", path,
+                o->atomic ? " (its folder must be writable)" : "");
         return 0;
     }
     return 1;
+}
+
+static int write_in_place(const out_file *o, char *msg, size_t msg_size)
+{
+    FILE *f = fopen(o->path, "w");
+    int ok = f && fwrite(o->data, 1, o->len, f) == o->len;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok)
+        snprintf(msg, msg_size, "cannot write %s", o->path);
+    return ok;
 }
 
 /* Close, and write the file when the run succeeded (ok) or wrote into it.
@@ -51,8 +70,10 @@ static int out_close(out_file *o, int ok)
         return 1;
     fclose(o->f);
     char msg[512];
-    int done = (!ok && o->len == 0) ||
-               mt_file_write_atomic(o->path, o->data, o->len, msg, sizeof msg) == MT_OK;
+    int done = !ok && o->len == 0;
+    if (!done)
+        done = o->atomic ? mt_file_write_atomic(o->path, o->data, o->len, msg, sizeof msg) == MT_OK
+                         : write_in_place(o, msg, sizeof msg);
     if (!done)
         fprintf(stderr, "moetune bench: %s\n", msg);
     free(o->data);
