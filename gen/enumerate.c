@@ -234,17 +234,28 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
             return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s'", f->family);
         st = enum_family(g, t, f, tg, 1, &out, rep, use);
     } else {
+        /* Every filter must mean something to some family: checked before
+         * the walk, so that no variant is handed out under a filter that is
+         * then refused. */
+        for (int i = 0; i < f->nparams; i++) {
+            for (size_t k = 0; k < g->ntemplates; k++) {
+                const gen_template *t = &g->templates[k];
+                int p = f->params[i].name ? gen_template_param_index(t, f->params[i].name) : -1;
+                use[i].declared |= p >= 0;
+                use[i].in_domain |= p >= 0 && f->params[i].value &&
+                                    gen_template_value_index(t, p, f->params[i].value) >= 0;
+            }
+            if (!use[i].declared)
+                return gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': no "
+                                   "template declares it", f->params[i].name ? f->params[i].name
+                                                                             : "(null)");
+            if (!use[i].in_domain)
+                return gen_set_err(g, MT_ERR_INVALID_ARG, "filter %s=%s: no template has that "
+                                   "value in the parameter's domain", f->params[i].name,
+                                   f->params[i].value ? f->params[i].value : "(null)");
+        }
         for (size_t i = 0; i < g->ntemplates && !st && !out.stopped; i++)
             st = enum_family(g, &g->templates[i], f, tg, 0, &out, rep, use);
-        for (int i = 0; i < f->nparams && !st && !out.stopped; i++) {
-            if (!use[i].declared)
-                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': no template "
-                                 "declares it", f->params[i].name);
-            else if (!use[i].in_domain)
-                st = gen_set_err(g, MT_ERR_INVALID_ARG, "filter %s=%s: no template has that "
-                                 "value in the parameter's domain", f->params[i].name,
-                                 f->params[i].value);
-        }
     }
     return st;
 }

@@ -157,6 +157,15 @@ static void test_enumerate_each(void **state)
     assert_int_equal(mt_gen_enumerate_each(g, &f, walk_one, &w, NULL), MT_OK);
     assert_int_equal(w.seen, 3);
     assert_int_equal(mt_gen_enumerate_each(g, &f, NULL, NULL, NULL), MT_ERR_INVALID_ARG);
+    /* A filter no family knows is refused before any variant is handed out. */
+    mt_gen_filter bad = {.arch = "sm_90a", .nparams = 1};
+    bad.params[0].name = "NO_SUCH", bad.params[0].value = "1";
+    w = (walk){.want = v, .stop_after = (size_t)-1};
+    assert_int_equal(mt_gen_enumerate_each(g, &bad, walk_one, &w, NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(w.seen, 0);
+    bad.params[0].name = "BLOCK", bad.params[0].value = "12345";
+    assert_int_equal(mt_gen_enumerate_each(g, &bad, walk_one, &w, NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(w.seen, 0);
     free(v);
     mt_gen_close(g);
 }
