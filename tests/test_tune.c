@@ -607,6 +607,12 @@ static void test_devices_and_a_broken_one(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_NO_DEVICE);
     assert_non_null(strstr(msg, "none of the 3 devices"));
     unsetenv("MT_FAKE_BROKEN_DEVICE");
+    /* Options every device refuses: bad usage (exit 2), not an internal
+     * error. */
+    o.only[0].name = "NO_SUCH", o.only[0].value = "1";
+    o.nonly = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "every device refused the options"));
 }
 
 /* A damaged database is refused before any candidate is timed, with a

@@ -253,7 +253,10 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
                 fprintf(stderr, "moetune tune: device %d: %s: %s\n", sub.device,
                         mt_status_str(cst), m);
             dprintf(p[1], "%s\n%d\n", sku, restarts);
-            _exit(cst == MT_ERR_NO_DRIVER || cst == MT_ERR_NO_DEVICE ? 3 : cst ? 1 : 0);
+            _exit(cst == MT_ERR_NO_DRIVER || cst == MT_ERR_NO_DEVICE ? 3
+                  : cst == MT_ERR_INVALID_ARG                         ? 2
+                  : cst                                               ? 1
+                                                                      : 0);
         }
         close(p[1]);
         if (pid < 0) {
@@ -263,7 +266,7 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         pids[started] = pid;
         fds[started++] = p[0];
     }
-    int failed = 0, no_gpu = 0;
+    int failed = 0, no_gpu = 0, invalid = 0;
     for (int i = 0; i < started; i++) {
         char buf[256] = "";
         ssize_t n = read(fds[i], buf, sizeof buf - 1);
@@ -281,10 +284,14 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
             ;
         failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         no_gpu += WIFEXITED(status) && WEXITSTATUS(status) == 3;
+        invalid += WIFEXITED(status) && WEXITSTATUS(status) == 2;
     }
     if (no_gpu == started && started > 0)
         st = mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "none of the %d devices could "
                      "tune (their messages are above)", started);
+    else if (invalid == started && started > 0)
+        st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "every device refused the options "
+                     "(their messages are above)");
     else if (failed == started && started > 0)
         st = mt_errf(msg, msg_size, MT_ERR_INTERNAL, "every device's tuning failed");
     return st;
