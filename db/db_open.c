@@ -365,20 +365,30 @@ mt_status mt_db_remove_if_empty(const char *path, int *removed)
                             "FROM entry) + (SELECT count(*) FROM entry_history) + (SELECT "
                             "count(*) FROM candidate) + (SELECT count(*) FROM reference_config)",
                         &rows);
-    mt_db_close(db);
-    if (st || rows)
-        return st;
-    /* Nothing in it: the file and SQLite's side files go. */
+    /* Nothing in it. Another connection (a second tuner about to write its
+     * first row) keeps it: leaving WAL mode needs the only connection, and
+     * the exclusive lock is held while the files go. */
+    char mode[16] = "";
+    if (!st && !rows) {
+        sqlite3_stmt *s = NULL;
+        if (mt_db__prepare(db, "PRAGMA journal_mode = DELETE", &s) == MT_OK &&
+            sqlite3_step(s) == SQLITE_ROW)
+            mt_db__col_text(s, 0, mode, sizeof mode);
+        sqlite3_finalize(s);
+    }
+    int alone = !st && !rows && !strcmp(mode, "delete") &&
+                sqlite3_exec(db->h, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
     static const char *const side[] = {"", "-wal", "-shm", "-journal"};
-    for (size_t i = 0; i < MT_ARRAY_LEN(side); i++) {
+    for (size_t i = 0; alone && i < MT_ARRAY_LEN(side); i++) {
         char name[4096];
         snprintf(name, sizeof name, "%s%s", path, side[i]);
         if (unlink(name) != 0 && errno != ENOENT && i == 0)
-            return MT_ERR_IO;
+            st = MT_ERR_IO;
     }
     if (removed)
-        *removed = 1;
-    return MT_OK;
+        *removed = alone && !st;
+    mt_db_close(db);
+    return st;
 }
 
 mt_status mt_db__create_at_version(const char *path, int version, char *msg, size_t msg_size)

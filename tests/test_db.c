@@ -333,8 +333,12 @@ static void test_remove_if_empty(void **state)
     const char *dir = mt_test_tmpdir("db_remove");
     const char *path = path_in(dir, "e.db");
     mt_db *db = open_ok(path, MT_DB_CREATE);
+    /* Open elsewhere (a second writer that has stored nothing yet): kept. */
+    int removed = -1;
+    assert_int_equal(mt_db_remove_if_empty(path, &removed), MT_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(access(path, F_OK), 0);
     mt_db_close(db);
-    int removed = 0;
     assert_int_equal(mt_db_remove_if_empty(path, &removed), MT_OK);
     assert_int_equal(removed, 1);
     assert_int_equal(access(path, F_OK), -1);

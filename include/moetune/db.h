@@ -60,7 +60,8 @@ void mt_db_close(mt_db *db);
  * at all: for a command that created it and then failed before writing
  * anything (a tune without a GPU, a merge whose first source is missing).
  * *removed (may be NULL) says whether it went. A file that is not a
- * moetune database, or has rows, is left alone. */
+ * moetune database, has rows, or is open elsewhere (another writer about to
+ * store its first row) is left alone. */
 mt_status mt_db_remove_if_empty(const char *path, int *removed /* out */);
 /* The last error message on this handle ("" when none). Never NULL. */
 const char *mt_db_errmsg(const mt_db *db);
