@@ -2,9 +2,11 @@
 # A short run of every libFuzzer harness in fuzz/ (for CI): build them with
 # clang + ASan + UBSan in build-fuzz (installing clang-14 from Debian when no
 # clang is present), then run each for SECONDS (default 20) from its seed
-# corpus. The random seed is fixed (MT_FUZZ_SEED, default 1), so a run takes
-# the same path each time and a failure in CI happens again here; exploring
-# with fresh seeds is fuzz/run.sh's job. Fails on the first crash, leak,
+# corpus. The random seed is fixed (MT_FUZZ_SEED, default 1) and each
+# fuzzer's work corpus is emptied first, so every run takes the same sequence
+# of inputs and differs only in how far it gets in SECONDS; a failure CI
+# reports happens again here with the same seed, given the time to reach it.
+# Exploring with fresh seeds is fuzz/run.sh's job. Fails on the first crash, leak,
 # timeout or out-of-memory; the input is left in
 # build-fuzz/fuzz-artifacts/TARGET/ (reproduce: run build-fuzz/fuzz/fuzz_TARGET
 # on it, or scripts/fuzz-ci.sh again with the same seed).
@@ -28,6 +30,7 @@ cmake --build "$build" -j "$(nproc)" --target fuzzers >/dev/null
 mkdir -p "$build/fuzz-logs"
 for t in $targets; do
   log="$build/fuzz-logs/ci-$t.log"
+  rm -rf "$build/fuzz-work/$t"
   if MT_FUZZ_BUILD="$build" MT_FUZZ_NO_BUILD=1 fuzz/run.sh "$t" "$secs" -seed="$seed" >"$log" 2>&1; then
     printf 'fuzz-ci: %-10s ok  %s execs\n' "$t" \
       "$(sed -n 's/^stat::number_of_executed_units: //p' "$log")"
