@@ -413,7 +413,7 @@ static int cmd_prune(int argc, char **argv)
     if (o.help) {
         printf("usage: %s\n\nDelete the entries of SKU S and/or those measured with templates "
                "whose hash is not H (both given: both must hold; H is a stored hash, whole or "
-               "by a prefix of 6+ characters that fits only it, or any 64-character hash), "
+               "by a prefix of 6+ characters that fits only it), "
                "with their history and "
                "candidates; then drop kernels no entry uses and unreferenced provenance, and "
                "VACUUM. Without filters only the unreferenced rows go. --dry-run counts only.\n",

@@ -222,17 +222,11 @@ fail:
     "(?1 IS NOT NULL OR ?2 IS NOT NULL) AND (?1 IS NULL OR " alias ".sku = ?1) AND "         \
     "(?2 IS NULL OR p.template_hash <> ?2)"
 
-static int is_full_hash(const char *h)
-{
-    size_t n = strlen(h);
-    return n == 64 && strspn(h, "0123456789abcdef") == n;
-}
-
 /* The template hash a prune keeps: one stored in a provenance row, named
  * whole or by a prefix of at least 6 characters that fits only it (`db
- * show` prints 12), or any full 64-hex hash (the current templates', which
- * no row may have yet). Anything else is refused rather than taken as a hash
- * that every entry differs from, which would delete them all. */
+ * show` prints 12). Anything else is refused rather than taken as a hash
+ * that every entry differs from, which would delete them all (to delete
+ * every entry of a SKU, prune by SKU). */
 static mt_status resolve_keep_hash(mt_db *db, const char *h, char full[65])
 {
     sqlite3_stmt *s = NULL;
@@ -253,7 +247,7 @@ static mt_status resolve_keep_hash(mt_db *db, const char *h, char full[65])
         n++;
     }
     DB_CHECK(db, rc, "find template hash");
-    if (exact || is_full_hash(h))
+    if (exact)
         mt_strlcpy(full, h, 65);
     else if (n == 1 && strlen(h) >= 6)
         mt_strlcpy(full, first, 65);
@@ -262,9 +256,8 @@ static mt_status resolve_keep_hash(mt_db *db, const char *h, char full[65])
                          "ones (%.12s, %.12s...): give more of it", h, n, first, second);
     else
         st = mt_db__fail(db, MT_ERR_INVALID_ARG, "prune: template hash '%s' is %s (`moetune db "
-                         "show` prints the stored ones; give at least 6 characters of one, or "
-                         "a whole 64-character hash)", h, n ? "too short to name a stored one"
-                                                        : "none of the stored ones");
+                         "show` prints the stored ones; give at least 6 characters of one)", h,
+                         n ? "too short to name a stored one" : "none of the stored ones");
 fail:
     sqlite3_finalize(s);
     return st;

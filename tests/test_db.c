@@ -1004,9 +1004,13 @@ static void test_prune(void **state)
     CHECK_OK(db, mt_db_prune(db, NULL, "abcdef01", 1, &ps));
     assert_int_equal(ps.entries, 2);   /* the tmplA entries would go */
     mt_db_close(db);
-    /* A whole 64-hex hash is taken as given (the current templates' one,
-     * which no entry has yet): it removes the rest. */
+    /* A whole hash that is not stored is refused like a cut one; keeping
+     * one that no entry has removes the rest. */
     const char *fresh = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    db = open_ok(path, 0);
+    assert_int_equal(mt_db_prune(db, NULL, fresh, 1, &ps), MT_ERR_INVALID_ARG);
+    mt_db_close(db);
+    fresh = "abcdef01";
     file_hash(path, before);
     db = open_ok(path, 0);
     CHECK_OK(db, mt_db_prune(db, NULL, fresh, 1, &ps));

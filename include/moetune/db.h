@@ -352,7 +352,7 @@ typedef struct mt_db_prune_stats {
  * Delete the entries (and their history and candidates) of SKU sku and/or
  * those whose provenance template hash differs from keep_template_hash (a
  * stored hash, whole or by a prefix of at least 6 characters that fits only
- * it, or any whole 64-hex hash; else MT_ERR_INVALID_ARG, nothing deleted); the
+ * it; else MT_ERR_INVALID_ARG, nothing deleted); the
  * two filters combine with AND, NULL means "any". Then delete kernels no
  * entry uses and provenance rows nothing refers to, and VACUUM. With both
  * filters NULL only the unreferenced rows go. dry_run: count, change
