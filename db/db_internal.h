@@ -72,10 +72,8 @@ mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
 mt_status mt_db__check_kernel(mt_db *db, const mt_db_kernel *k);
 
 /* Whether db can take a merge, an import or a prune: mt_db__writable, then
- * MT_ERR_DB when its SQLite file fails mt_db_verify_storage ("the file is
- * damaged, so nothing was <doing> it (...)"): rows written into a file
- * whose indexes disagree with its tables may not be found again. */
-mt_status mt_db__check_destination(mt_db *db, const char *doing);
+ * mt_db_refuse_damaged(db, refused). */
+mt_status mt_db__check_destination(mt_db *db, const char *refused);
 
 /* Merge and JSON import feed records through these, one rule set. */
 typedef struct mt_db__merger {

@@ -429,7 +429,7 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
     if (!db || !path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "import: no file") : MT_ERR_INVALID_ARG;
     mt_json *root;
-    mt_status st = mt_db__check_destination(db, "imported into");
+    mt_status st = mt_db__check_destination(db, "nothing was imported into it");
     if (!st)
         st = load_json(db, path, &root);
     if (st)
@@ -670,7 +670,7 @@ mt_status mt_db_import_vllm(mt_db *db, const char *path, int *count)
     mt_db_vllm_config c;
     memset(&c, 0, sizeof c);
     mt_json *root = NULL;
-    mt_status st = mt_db__check_destination(db, "imported into");
+    mt_status st = mt_db__check_destination(db, "nothing was imported into it");
     if (!st)
         st = parse_vllm_name(db, path, &c);
     if (!st)

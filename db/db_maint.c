@@ -123,17 +123,23 @@ static mt_status verify_result(verify_ctx *v, mt_status st, int *problems)
     return MT_OK;
 }
 
-mt_status mt_db__check_destination(mt_db *db, const char *doing)
+mt_status mt_db_refuse_damaged(mt_db *db, const char *refused)
+{
+    if (!db || !refused)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "refuse_damaged: NULL argument")
+                  : MT_ERR_INVALID_ARG;
+    verify_ctx v = {.db = db};
+    mt_status st = verify_storage(&v);
+    if (!st && v.problems)
+        st = mt_db__fail(db, MT_ERR_DB, "the file is damaged, so %s (%d problem(s); first: %s; "
+                         "`moetune db verify` lists them all)", refused, v.problems, v.first);
+    return st;
+}
+
+mt_status mt_db__check_destination(mt_db *db, const char *refused)
 {
     mt_status st = mt_db__writable(db);
-    if (st)
-        return st;
-    verify_ctx v = {.db = db};
-    st = verify_storage(&v);
-    if (!st && v.problems)
-        st = mt_db__fail(db, MT_ERR_DB, "the file is damaged, so nothing was %s it (%d "
-                         "problem(s); first: %s)", doing, v.problems, v.first);
-    return st;
+    return st ? st : mt_db_refuse_damaged(db, refused);
 }
 
 mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, void *ctx),
@@ -275,7 +281,7 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "prune inside a transaction");
     /* Through an index that disagrees with its table, kernels in use could
      * look unused, and be deleted. */
-    mt_status st = mt_db__check_destination(db, "pruned from");
+    mt_status st = mt_db__check_destination(db, "nothing was pruned from it");
     char keep[65];
     if (!st && keep_template_hash)
         st = resolve_keep_hash(db, keep_template_hash, keep);
@@ -439,7 +445,7 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
 {
     if (!db || !src_path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
-    mt_status st = mt_db__check_destination(db, "merged into");
+    mt_status st = mt_db__check_destination(db, "nothing was merged into it");
     if (st)
         return st;
     mt_db *src = NULL;

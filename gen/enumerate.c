@@ -81,11 +81,6 @@ static int out_push(const mt_variant *v, void *ctx)
     return 0;
 }
 
-/* Per filter: did this family declare the parameter / hold the value. */
-typedef struct filter_use {
-    int declared, in_domain;
-} filter_use;
-
 /* The variant at a point for a target, threads and shared memory
  * included; *ok 0 (reason set, v untouched) when valid() refuses it. */
 static mt_status point_variant(gen_template *t, const int *point, const gen_target *tg, int *ok,
@@ -102,7 +97,7 @@ static mt_status point_variant(gen_template *t, const int *point, const gen_targ
 
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                              const gen_target *tg, int strict, sink *out,
-                             mt_prune_report *rep, filter_use *use)
+                             mt_prune_report *rep)
 {
     /* allowed[p][k]: the filters on parameter p admit value k. */
     unsigned char *allowed[MT_VARIANT_MAX_PARAMS] = {0};
@@ -133,7 +128,6 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
             }
             continue;
         }
-        use[i].declared = 1;
         filtered[p] = 1;
         int k = gen_template_value_index(t, p, value);
         if (k < 0) {
@@ -149,7 +143,6 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
             }
             continue;
         }
-        use[i].in_domain = 1;
         allowed[p][k] = 1;
     }
     double total = 1;
@@ -225,37 +218,37 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
     if (f->nparams < 0 || f->nparams > MT_GEN_MAX_FILTERS)
         return gen_set_err(g, MT_ERR_INVALID_ARG, "%d filters (at most %d)", f->nparams,
                            MT_GEN_MAX_FILTERS);
-    filter_use use[MT_GEN_MAX_FILTERS] = {{0}};
     sink out = {.cb = cb, .ctx = ctx};
     mt_status st = MT_OK;
     if (f->family) {
         gen_template *t = gen_find_template(g, f->family);
         if (!t)
             return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s'", f->family);
-        st = enum_family(g, t, f, tg, 1, &out, rep, use);
+        st = enum_family(g, t, f, tg, 1, &out, rep);
     } else {
         /* Every filter must mean something to some family: checked before
          * the walk, so that no variant is handed out under a filter that is
          * then refused. */
         for (int i = 0; i < f->nparams; i++) {
+            int declared = 0, in_domain = 0;
             for (size_t k = 0; k < g->ntemplates; k++) {
                 const gen_template *t = &g->templates[k];
                 int p = f->params[i].name ? gen_template_param_index(t, f->params[i].name) : -1;
-                use[i].declared |= p >= 0;
-                use[i].in_domain |= p >= 0 && f->params[i].value &&
-                                    gen_template_value_index(t, p, f->params[i].value) >= 0;
+                declared |= p >= 0;
+                in_domain |= p >= 0 && f->params[i].value &&
+                             gen_template_value_index(t, p, f->params[i].value) >= 0;
             }
-            if (!use[i].declared)
+            if (!declared)
                 return gen_set_err(g, MT_ERR_INVALID_ARG, "filter on parameter '%s': no "
                                    "template declares it", f->params[i].name ? f->params[i].name
                                                                              : "(null)");
-            if (!use[i].in_domain)
+            if (!in_domain)
                 return gen_set_err(g, MT_ERR_INVALID_ARG, "filter %s=%s: no template has that "
                                    "value in the parameter's domain", f->params[i].name,
                                    f->params[i].value ? f->params[i].value : "(null)");
         }
         for (size_t i = 0; i < g->ntemplates && !st && !out.stopped; i++)
-            st = enum_family(g, &g->templates[i], f, tg, 0, &out, rep, use);
+            st = enum_family(g, &g->templates[i], f, tg, 0, &out, rep);
     }
     return st;
 }

@@ -16,26 +16,14 @@ typedef struct stored {
     char template_hash[65], source_sha256[65];
 } stored;
 
-typedef struct stored_list {
-    stored *items;
-    size_t n, cap;
-    int oom;
-} stored_list;
-
+/* Appends each kernel to an mt_buf of `stored` records. */
 static int collect(const mt_db_kernel *k, void *ctx)
 {
-    stored_list *l = ctx;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        stored *p = realloc(l->items, cap * sizeof *p);
-        if (!p)
-            return l->oom = 1;
-        l->items = p, l->cap = cap;
-    }
-    stored *s = &l->items[l->n++];
-    s->v = k->variant;
-    mt_strlcpy(s->template_hash, k->template_hash, sizeof s->template_hash);
-    mt_strlcpy(s->source_sha256, k->source_sha256, sizeof s->source_sha256);
+    stored s;
+    s.v = k->variant;
+    mt_strlcpy(s.template_hash, k->template_hash, sizeof s.template_hash);
+    mt_strlcpy(s.source_sha256, k->source_sha256, sizeof s.source_sha256);
+    mt_buf_append(ctx, (const char *)&s, sizeof s);
     return 0;
 }
 
@@ -121,21 +109,18 @@ mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
     memset(stats, 0, sizeof *stats);
     if (!db || !g)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "refresh: no database or generator");
-    /* Only into a sound file (as merge and prune): a write may be lost in
-     * a damaged one. */
-    int problems = 0;
-    mt_status st = mt_db_verify_storage(db, NULL, NULL, &problems);
+    mt_status st = mt_db_refuse_damaged(db, "no kernel was refreshed");
     if (st)
-        return mt_errf(msg, msg_size, st, "%s%s", mt_db_errmsg(db),
-                       problems ? ". The file is damaged, so no kernel was refreshed" : "");
-    stored_list l = {0};
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
+    mt_buf l = {0};
     st = mt_db_foreach_kernel(db, 0, collect, &l);
     if (st)
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
     else if (l.oom)
         st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "refresh: out of memory");
-    for (size_t i = 0; i < l.n && !st; i++) {
-        const stored *s = &l.items[i];
+    const stored *all = (const stored *)(void *)l.data;
+    for (size_t i = 0; i < l.len / sizeof *all && !st; i++) {
+        const stored *s = &all[i];
         char hash[65];
         verdict v;
         st = judge(g, s, hash, &v, report, ctx, msg, msg_size);
@@ -152,6 +137,6 @@ mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
            : v == V_CHANGED ? &stats->changed
                             : &stats->unknown))++;
     }
-    free(l.items);
+    mt_buf_free(&l);
     return st;
 }

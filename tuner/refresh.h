@@ -29,7 +29,7 @@ typedef struct mt_refresh_stats {
  * current, saying what was found. stats may be NULL. Errors (the database,
  * a template that fails to load or render) stop the walk; the kernels
  * refreshed before stay refreshed (each is one transaction). A database
- * whose SQLite file is damaged (mt_db_verify_storage) is refused first. */
+ * whose SQLite file is damaged is refused first (mt_db_refuse_damaged). */
 mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, int dry_run,
                              void (*report)(const char *line, void *ctx), void *ctx,
                              mt_refresh_stats *stats, char *msg, size_t msg_size);

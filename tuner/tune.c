@@ -348,15 +348,10 @@ mt_status mt_tune_run(const mt_tune_opts *o, mt_tune_summary *s, char *msg, size
      * time. (An unsound entry or kernel does not stop the run: tuning may
      * replace it.) */
     mt_db *probe = NULL;
-    int problems = 0;
     if ((st = mt_db_open(o->db_path, MT_DB_CREATE, &probe)) ||
-        (st = mt_db_verify_storage(probe, NULL, NULL, &problems))) {
-        if (problems)
-            mt_errf(msg, msg_size, st, "%s. The file is damaged, so nothing was tuned into "
-                    "it (`moetune db verify %s` lists every problem; tune into another file)",
-                    mt_db_errmsg(probe), o->db_path);
-        else
-            mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(probe));
+        (st = mt_db_refuse_damaged(probe, "nothing was tuned into it; tune into another "
+                                          "file"))) {
+        mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(probe));
         mt_db_close(probe);
         return st;
     }

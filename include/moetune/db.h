@@ -343,6 +343,13 @@ mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx)
  */
 mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, void *ctx),
                                void *ctx, int *problems /* out */);
+/* MT_ERR_DB when db's SQLite file fails mt_db_verify_storage, with the
+ * message "the file is damaged, so <refused> (N problem(s); first: ...)";
+ * what every writer calls before writing (tune, merge, import, prune,
+ * refresh): rows written into a file whose indexes disagree with its
+ * tables may not be found again. refused says what the caller did not do
+ * ("nothing was merged into it"). */
+mt_status mt_db_refuse_damaged(mt_db *db, const char *refused);
 
 typedef struct mt_db_prune_stats {
     int64_t entries, history, candidates, kernels, provenance;
