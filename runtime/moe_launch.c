@@ -51,9 +51,10 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     /* A persistent kernel's grid: as many CTAs as fit on the GPU at once
      * (per SM as its registers and shared memory allow, at least one), so
      * that a small tile runs two or three CTAs per SM whose loads and
-     * epilogues overlap each other's. */
+     * epilogues overlap each other's. "pingpong" is persistent too (its
+     * two computing warpgroups take the CTA's tiles in turn). */
     const char *pipe = mt_variant_get(v, "PIPE");
-    if (pipe && !strcmp(pipe, "persist")) {
+    if (pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) {
         CUdevice dev;
         int sms, per_sm = 0;
         MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);

@@ -46,7 +46,7 @@ typedef struct mt_kernel {
     CUfunction fn;
     int pdl;   /* the image carries mt_pdl_aware: it keeps the launch protocol
                 * of mt_device.cuh and may start under the step ahead */
-    int max_ctas;   /* a persistent kernel (PIPE=persist): its grid is capped at
+    int max_ctas;   /* a persistent kernel (PIPE persist or pingpong): its grid is capped at
                      * the CTAs the GPU holds at once (SMs x CTAs per SM), its
                      * CTAs walk the tiles; 0: a CTA per tile */
 } mt_kernel;

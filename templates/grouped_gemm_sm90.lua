@@ -12,7 +12,12 @@
 -- ("ws" in a grid of as many CTAs as the GPU holds at once, each walking the
 -- output tiles, the copies of the next tile overlapping the epilogue of the
 -- last; the runtime caps the grid of a variant with this value,
--- runtime/moe_launch.c).
+-- runtime/moe_launch.c) or "pingpong" ("persist" with two computing
+-- warpgroups that take the CTA's output tiles in turn, each a whole 64-row
+-- tile: one's epilogue runs while the other's MMAs do; BLOCK_M 64, unswapped
+-- only; device code of its own, grouped_gemm_sm90_pingpong.cuh, so that the
+-- other pipelines' kernels are generated as before and tuned databases stay
+-- current, `moetune db refresh`).
 -- SWAP (version 7): "no": one computing warpgroup per 64 token rows, the
 -- weight rows are the MMA's N (BLOCK_N of them). "yes": the operands trade
 -- places: one computing warpgroup per 64 weight rows (BLOCK_N a multiple of
@@ -33,7 +38,7 @@ local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", 
 local function eight_bit(quant) return QUANT[quant] >= 1 end
 local function block_scaled(quant) return quant == "fp8-block" or quant == "int8-block" end
 
-local PIPE = { sync = 0, ws = 1, persist = 2 }
+local PIPE = { sync = 0, ws = 1, persist = 2, pingpong = 3 }
 local BLOAD = { cp = 0, tma = 1 }
 
 local function swapped(p) return p.SWAP == "yes" end
@@ -44,8 +49,10 @@ local function shape(p)
   -- N (the other side).
   s.mma_m = swapped(p) and p.BLOCK_N or p.BLOCK_M
   s.mma_n = swapped(p) and p.BLOCK_M or p.BLOCK_N
-  -- 4 warps per 64 rows compute; "ws" and "persist" add a copying warpgroup.
-  s.threads = s.mma_m * 2 + (p.PIPE ~= "sync" and 128 or 0)
+  -- 4 warps per 64 rows compute ("pingpong": two such groups, one tile
+  -- each); every pipeline but "sync" adds a copying warpgroup.
+  s.groups = p.PIPE == "pingpong" and 2 or 1
+  s.threads = s.mma_m * 2 * s.groups + (p.PIPE ~= "sync" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
   local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
@@ -55,6 +62,10 @@ local function shape(p)
   -- rows with two mbarriers each.
   if p.PIPE == "persist" then
     s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
+  elseif p.PIPE == "pingpong" then
+    -- An epilogue tile per group, four sets of output rows (two per group)
+    -- with two mbarriers each.
+    s.smem = pipeline + 2 * epilogue + 1024 + 16 * p.STAGES + 64 + 56 * p.BLOCK_M
   else
     s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 20 * p.BLOCK_M
   end
@@ -113,7 +124,8 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 6, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
-      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" } }) do
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" },
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
                 SWAP = "no" }
     for k, v in pairs(t) do d[k] = v end
@@ -148,7 +160,9 @@ return {
     { name = "BLOCK_K",  abbrev = "k", values = { 64, 128 } },
     { name = "GROUP_M",  abbrev = "g", values = { 1, 8 } },
     { name = "STAGES",   abbrev = "s", values = { 3, 4, 5, 6, 8, 10, 12 } },
-    { name = "PIPE",     abbrev = "p", values = { "sync", "ws", "persist" } },
+    -- "pingpong" was added to version 7 without a new version: every other
+    -- variant is generated as before.
+    { name = "PIPE",     abbrev = "p", values = { "sync", "ws", "persist", "pingpong" } },
     -- Block modes fold a K tile's sums (scaled) once its MMAs are done.
     -- "pingpong" (the next tile's MMAs into a second accumulator set
     -- meanwhile) was removed in version 4: ptxas serialized its warpgroup
@@ -172,11 +186,14 @@ return {
     if swapped(p) then
       if p.PIPE == "sync" then return false, "swapped operands need a copying warpgroup (PIPE ws or persist)" end
       if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
+      if p.PIPE == "pingpong" then return false, "pingpong: unswapped tiles only" end
       -- ptxas serializes the warpgroup MMAs of this combination (C7520,
       -- a compiler-inserted warpgroup arrive in a divergent path; CUDA 13.0).
       if p.PIPE == "persist" and block_scaled(p.quant) then
         return false, "swapped: block scales in a persistent loop serialize the MMAs (ptxas C7520)"
       end
+    elseif p.PIPE == "pingpong" and p.BLOCK_M ~= 64 then
+      return false, "pingpong: each computing warpgroup takes a whole tile of 64 token rows"
     elseif p.BLOCK_M < 64 then
       return false, "BLOCK_M under 64 rows needs swapped operands"
     elseif p.STAGES > 6 then
@@ -201,9 +218,10 @@ return {
   end,
   render = function(p, name)
     local s = shape(p)
+    local pingpong = p.PIPE == "pingpong"
     return mt.subst([[
 #include "grouped_gemm_sm90.cuh"
-MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
+${PINGPONG_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
@@ -215,11 +233,15 @@ ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ mt_gemm_args args)
 {
-    mt::grouped_gemm_sm90<${NAME}_cfg>(args);
+    mt::${ENTRY}<${NAME}_cfg>(args);
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
       STAGES = p.STAGES, PIPE = PIPE[p.PIPE], BLOAD = BLOAD[p.BLOAD], SWAP = swapped(p) and "true" or "false",
-      MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p) })
+      MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p),
+      -- After the family's header, so that every variant's source starts
+      -- the same (libmoetune stores that prefix once, rt_defaults.h).
+      PINGPONG_INCLUDE = pingpong and '#include "grouped_gemm_sm90_pingpong.cuh"\n' or "",
+      ENTRY = pingpong and "grouped_gemm_sm90_pingpong" or "grouped_gemm_sm90" })
   end,
 }

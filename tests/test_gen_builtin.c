@@ -167,7 +167,8 @@ static void test_split_k_pruning(void **state)
  * "_swyes"; swapped tiles have whole warpgroups of 64 weight rows and a
  * copying warpgroup; block-scaled ones are not offered in the persistent
  * loop (ptxas serializes their MMAs); tiles under 64 token rows are all
- * swapped. */
+ * swapped. PIPE pingpong: unswapped tiles of 64 token rows only, two
+ * computing warpgroups and a copying one (384 threads). */
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;
@@ -179,10 +180,16 @@ static void test_sm90_swap_names_and_pruning(void **state)
         size_t n = 0;
         mt_prune_report r;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
-        int swapped = 0, v6_name = 0;
+        int swapped = 0, v6_name = 0, pingpong = 0;
         for (size_t i = 0; i < n; i++) {
             const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
             const char *pipe = mt_variant_get(&v[i], "PIPE");
+            if (!strcmp(pipe, "pingpong")) {
+                pingpong++;
+                assert_false(swap);
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 64);
+                assert_int_equal(v[i].threads, 384);
+            }
             const size_t len = strlen(v[i].name);
             const int tail = len > 6 && !strcmp(v[i].name + len - 6, "_swyes");
             assert_int_equal(tail, swap);
@@ -200,8 +207,13 @@ static void test_sm90_swap_names_and_pruning(void **state)
                                                  : "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_"
                                                    "m128_n128_k128_g8_s3_ppersist_fwait_btma");
         }
-        printf("  grouped_gemm_sm90 %s: %zu points, %d swapped\n", quants[q], n, swapped);
+        printf("  grouped_gemm_sm90 %s: %zu points, %d swapped, %d pingpong\n", quants[q], n, swapped,
+               pingpong);
         assert_true(swapped > 0 && (size_t)swapped < n);
+        assert_true(pingpong > 0);
+        assert_true(reason_count(&r, "pingpong: unswapped tiles only") > 0);
+        assert_true(reason_count(&r, "pingpong: each computing warpgroup takes a whole tile of 64 token "
+                                     "rows") > 0);
         assert_int_equal(v6_name, 1);
         assert_int_equal(reason_count(&r, "swapped: block scales in a persistent loop serialize the "
                                           "MMAs (ptxas C7520)") > 0, q == 1);
