@@ -64,8 +64,8 @@ local function shape(p)
     s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
   elseif p.PIPE == "pingpong" then
     -- An epilogue tile per group, four sets of output rows (two per group)
-    -- with two mbarriers each.
-    s.smem = pipeline + 2 * epilogue + 1024 + 16 * p.STAGES + 64 + 56 * p.BLOCK_M
+    -- with two mbarriers each, an mbarrier per group (whose turn it is).
+    s.smem = pipeline + 2 * epilogue + 1024 + 16 * p.STAGES + 80 + 56 * p.BLOCK_M
   else
     s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 20 * p.BLOCK_M
   end

@@ -12,9 +12,13 @@
  * STAGES buffers. Tile n (counting the CTA's tiles that have rows) belongs
  * to group n % 2, so a stage is consumed by one group of 128 threads (its
  * `empty` barrier counts 128 arrivals) and the ring order is the tiles'
- * order. The output-row tables come in SETS = 4 sets, two per group, so the
- * copiers can fill tile n + 2's rows while tile n is still being written;
- * the fp32 epilogue tile is one per group.
+ * order. The groups' main loops take turns (an mbarrier per group: the
+ * other group's main loop of the tile before is done), so the MMAs of one
+ * tile run while the other group writes the tile before out, and a group
+ * never waits on a stage the copiers are a lap behind on. The output-row
+ * tables come in SETS = 4 sets, two per group, so the copiers can fill
+ * tile n + 2's rows while tile n is still being written; the fp32 epilogue
+ * tile is one per group.
  *
  * This file is apart from grouped_gemm_sm90.cuh so that adding it left the
  * kernels of the other pipelines, and the tuned databases holding them,
@@ -31,8 +35,9 @@ template <class Cfg> struct pingpong_shape : sm90_shape<Cfg> {
     static constexpr int GROUPS = 2, GROUP_THREADS = B::CONSUMERS, SETS = 4;
     static constexpr int EPI_AT = B::PIPE_BYTES;
     static constexpr int BAR_AT = EPI_AT + GROUPS * B::EPI_BYTES;
-    /* full and empty per stage, filled and free per row set */
-    static constexpr int NBARS = 2 * Cfg::STAGES + 2 * SETS;
+    /* full and empty per stage, filled and free per row set, a turn per
+     * group */
+    static constexpr int NBARS = 2 * Cfg::STAGES + 2 * SETS + GROUPS;
     static_assert(Cfg::PIPE == 3 && !Cfg::SWAP && Cfg::BM == 64 && B::CONSUMERS == 128,
                   "pingpong: unswapped tiles of 64 token rows, a warpgroup each");
     static_assert(B::EPI_BYTES % 16 == 0, "epilogue tiles stay 16-byte aligned");
@@ -42,7 +47,7 @@ template <class Cfg> struct pingpong_shape : sm90_shape<Cfg> {
  * pingpong_shape). */
 template <class Cfg> struct pingpong_smem {
     unsigned char *sA, *sB;
-    uint64_t *full, *empty, *rows_filled;   /* rows_free follows rows_filled's SETS */
+    uint64_t *full, *empty, *rows_filled;   /* then rows_free (SETS), turn (GROUPS) */
     int64_t *arow_table;
     unsigned char *epi;                     /* the groups' fp32 tiles */
 
@@ -80,7 +85,7 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
     using S = pingpong_shape<Cfg>;
     using Acc = typename S::Q::Acc;
     constexpr int SETS = S::SETS, GT = S::GROUP_THREADS;
-    uint64_t *rows_free = sm.rows_filled + SETS;
+    uint64_t *rows_free = sm.rows_filled + SETS, *turn = rows_free + SETS;
     const int gtid = threadIdx.x - 128 - G * GT, warp = gtid >> 5, lane = threadIdx.x & 31;
     float *sC = reinterpret_cast<float *>(sm.epi + G * S::EPI_BYTES);
     Acc acc[1][S::ACC_NT][4];
@@ -100,7 +105,15 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
         sm90_scales<Cfg> bs;
         if constexpr (S::BLOCK)
             bs.init(a, t, nb, warp, 0, lane);
+        /* The groups' main loops take turns: this one starts once the other
+         * group's went through the tile before. So every stage of the
+         * ring before this tile's was consumed, and this group never waits
+         * on a stage a lap ahead of the copiers (a full barrier's parity
+         * tells one lap from the next only). */
+        if (n > 0)
+            mbar_wait(&turn[G], ((n - 1) / 2) & 1);
         compute_tile<Cfg>(a, acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        mbar_arrive(&turn[1 - G]);
         mbar_wait(&sm.rows_filled[set], (n / SETS) & 1);
         /* This group has written its last tile out: its fp32 tile is free. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
@@ -121,7 +134,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
     const pingpong_smem<Cfg> sm{smem, smem + Cfg::STAGES * S::A_STAGE, full, full + Cfg::STAGES,
                                 full + 2 * Cfg::STAGES, reinterpret_cast<int64_t *>(full + S::NBARS),
                                 smem + S::EPI_AT};
-    uint64_t *rows_free = sm.rows_filled + SETS;
+    uint64_t *rows_free = sm.rows_filled + SETS, *turn = rows_free + SETS;
 
     const int tid = threadIdx.x;
     pdl_enter();
@@ -135,6 +148,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
             mbar_init(&sm.rows_filled[set], 128);
             mbar_init(&rows_free[set], GT);
         }
+        for (int g = 0; g < S::GROUPS; g++)
+            mbar_init(&turn[g], GT);
     }
     __syncthreads();
     if (tid < 128) {

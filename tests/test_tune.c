@@ -526,6 +526,51 @@ static void test_times_the_neighbours_winners(void **state)
     mt_db_close(db);
 }
 
+/* --retune at an M whose stored entry has kernels of other templates
+ * (stage 1b cannot time it again): the run's winner replaces it, though
+ * the stored time (0.5 us, from another run) is lower; otherwise such an
+ * entry could never be tuned away. */
+static void test_retune_replaces_foreign_entry(void **state)
+{
+    (void)state;
+    char path[600], out[700], line[1024], msg[1024];
+    snprintf(path, sizeof path, "%s/foreign.db", mt_test_tmpdir("tune-foreign"));
+    snprintf(out, sizeof out, "%s.log", path);
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 2;
+    o.Ms[0] = 16;
+    o.Ms[1] = 4096;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    mt_db_key key;
+    assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
+    put_pair_at(path, &key, 16, "mtk_grouped_gemm_retired_tile", "mtk_grouped_gemm_retired_tile", 0.5);
+    o.nM = 1;
+    o.retune = 1;
+    o.log = fopen(out, "w");
+    assert_non_null(o.log);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    fclose(o.log);
+    int replaced = 0;
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        replaced += strstr(line, "M=16    replaced the stored entry (retune: its kernels are of other "
+                                 "templates") != NULL;
+    fclose(f);
+    assert_int_equal(replaced, 1);
+    mt_db *db = NULL;
+    mt_db_entry e;
+    int exact = 0;
+    assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
+    assert_int_equal(mt_db_lookup(db, &key, 16, &e, &exact), MT_OK);
+    assert_int_equal(exact, 1);
+    assert_true(fabs(e.time_us - s.rows[0].time_us) < 1e-9 && e.time_us > 0.5);
+    assert_string_not_equal(mt_db_pipeline_kernel(&e.pipeline, "gemm1"), "mtk_grouped_gemm_retired_tile");
+    mt_db_close(db);
+}
+
 static void test_shards_cover_every_item_once(void **state)
 {
     (void)state;
@@ -728,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_refines_the_winner),
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),
+        cmocka_unit_test(test_retune_replaces_foreign_entry),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),

@@ -279,6 +279,7 @@ typedef struct stored_scan {
     const mt_db_key *key;
     int64_t M;
     stored_pair pick[3];   /* below, at, above; g1 NULL: none */
+    int foreign_at_m;      /* the entry at M has kernels of other templates */
 } stored_scan;
 
 static int scan_stored(const mt_db_entry *e, void *ctx)
@@ -289,17 +290,24 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
     if (!k1 || !k2 || !same_key(&e->key, s->key))
         return 0;
     stored_pair p = {e->M, by_name(s->w, k1, strlen(k1)), by_name(s->w, k2, strlen(k2))};
-    if (!p.g1 || !p.g2 || !admitted(s->w->o, p.g1) || !admitted(s->w->o, p.g2))
+    if (!p.g1 || !p.g2) {
+        s->foreign_at_m |= e->M == s->M;
+        return 0;
+    }
+    if (!admitted(s->w->o, p.g1) || !admitted(s->w->o, p.g2))
         return 0;
     s->pick[e->M < s->M ? 0 : e->M == s->M ? 1 : 2] = p;
     return e->M > s->M;
 }
 
 /* *retimed: this M's stored pipeline is among those timed (the winner then
- * replaces its entry). */
+ * replaces its entry). *foreign: this M's stored pipeline cannot be timed
+ * again, its kernels being of other templates (under --retune the winner
+ * replaces it too: its time, from another run and other templates, would
+ * otherwise keep it for good). */
 static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
                                     const mt_variant *d1, const mt_variant *d2, int *retimed,
-                                    char *msg, size_t msg_size)
+                                    int *foreign, char *msg, size_t msg_size)
 {
     stored_scan s = {.w = w, .key = key, .M = M};
     mt_db_filter f = {.sku = key->sku, .E = key->E};
@@ -307,6 +315,7 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     *retimed = s.pick[1].g1 != NULL;
+    *foreign = s.foreign_at_m;
     for (int i = 0; i < 3 && !st; i++) {
         const stored_pair *p = &s.pick[i];
         if (!p->g1 || (p->g1 == d1 && p->g2 == d2))
@@ -386,7 +395,7 @@ static mt_status store_kernel(worker *w, const mt_variant *v, char *msg, size_t 
  * stored: its GEMM sizes come from host-side token counts, so it cannot run
  * graph-safe inside an engine's call. */
 static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem *p, int retimed,
-                              double cublas_us, char *msg, size_t msg_size)
+                              int foreign, double cublas_us, char *msg, size_t msg_size)
 {
     best_scan ours, dflt;
     mt_status st;
@@ -430,13 +439,16 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    if ((st = retimed ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
-                                : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
+    const int replace = retimed || (foreign && w->o->retune);
+    if ((st = replace ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
+                      : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     if (w->o->log && out != MT_DB_PUT_INSERTED)
         fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s)\n", (long long)p->M,
                 out == MT_DB_PUT_KEPT ? "kept" : "replaced",
-                retimed ? "its pipeline timed again in this run" : "times of two runs");
+                retimed   ? "its pipeline timed again in this run"
+                : replace ? "retune: its kernels are of other templates, not timed again"
+                          : "times of two runs");
     return MT_OK;
 }
 
@@ -510,6 +522,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         return st;
     char text[1024];
     int retimed = 0;   /* stage 1b timed this M's stored pipeline */
+    int foreign = 0;   /* this M's stored pipeline is of other templates */
     const int max = o->max_candidates > 0 ? o->max_candidates : 12;
     size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
     if (!pick) {
@@ -556,7 +569,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         pipeline_text("", g1, g2, text, sizeof text);
         st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
     }
-    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, msg, msg_size)))
+    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, &foreign, msg, msg_size)))
         goto done;
     /* Stage 2: GEMM2 tiles under the best GEMM1. */
     best_scan b;
@@ -582,7 +595,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
-        (st = store_winner(w, &key, &p, retimed, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
+        (st = store_winner(w, &key, &p, retimed, foreign, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
         goto done;
     mt_db_candidate mark = {.key = key, .M = M, .pipeline = MT_TUNE_DONE_MARK, .ok = 1,
                             .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
