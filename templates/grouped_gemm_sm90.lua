@@ -181,7 +181,7 @@ return {
   valid = function(p, target)
     if target.arch ~= "sm_90a" then return false, "needs sm_90a" end
     if p.BLOAD == "tma" and p.PIPE == "sync" then
-      return false, "TMA weight loads need a copying warpgroup (PIPE ws or persist)"
+      return false, "TMA weight loads need a copying warpgroup (PIPE ws, persist or pingpong)"
     end
     if swapped(p) then
       if p.PIPE == "sync" then return false, "swapped operands need a copying warpgroup (PIPE ws or persist)" end
