@@ -277,28 +277,29 @@ mt_status mt_gen_find(mt_gen *g, const char *name, const char *arch, mt_variant 
 {
     if (!g || !name || !out)
         return MT_ERR_INVALID_ARG;
+    const gen_target *tg = gen_target_find(arch);
+    if (!tg)
+        return gen_set_err(g, MT_ERR_NOT_FOUND, "no valid variant named %s for %s: unknown arch",
+                           name, arch ? arch : "(null)");
+    /* The name is decoded, not searched for: walking a family's space to
+     * compare names took seconds per name (grouped_gemm has 1.35 million
+     * points). Family names may begin one another (grouped_gemm,
+     * grouped_gemm_sm90): every template gets its try. */
+    char reason[128] = "";
     for (size_t i = 0; i < g->ntemplates; i++) {
         gen_template *t = &g->templates[i];
-        size_t fl = strlen(t->family);
-        if (strncmp(name, "mtk_", 4) != 0 || strncmp(name + 4, t->family, fl) != 0 ||
-            name[4 + fl] != '_')
+        int point[MT_VARIANT_MAX_PARAMS], ok = 1;
+        if (!gen_template_decode_name(t, name, point))
             continue;
-        mt_gen_filter f = {.family = t->family, .arch = arch};
-        mt_variant *v = NULL;
-        size_t n = 0;
-        mt_status st = mt_gen_enumerate(g, &f, &v, &n, NULL);
+        char msg[2048];
+        mt_status st = point_variant(t, point, tg, &ok, reason, sizeof reason, out, msg, sizeof msg);
         if (st)
-            return st;
-        for (size_t k = 0; k < n; k++)
-            if (strcmp(v[k].name, name) == 0) {
-                *out = v[k];
-                free(v);
-                return MT_OK;
-            }
-        free(v);
+            return gen_set_err(g, st, "%s (variant %s)", msg, name);
+        if (ok && strcmp(out->name, name) == 0)
+            return MT_OK;
     }
-    return gen_set_err(g, MT_ERR_NOT_FOUND, "no valid variant named %s for %s", name,
-                       arch ? arch : "(null)");
+    return gen_set_err(g, MT_ERR_NOT_FOUND, "no valid variant named %s for %s%s%s", name, arch,
+                       reason[0] ? ": " : "", reason);
 }
 
 mt_status gen_locate(mt_gen *g, const mt_variant *v, gen_template **t, int *point)

@@ -89,6 +89,9 @@ int gen_template_is_default(const gen_template *t, const int *point);
 mt_status gen_template_variant(const gen_template *t, const int *point, const char *arch,
                                mt_variant *v, char *msg, size_t msg_size);
 /* Point of a variant: its params must be exactly the declared ones. */
+/* The point whose canonical name is `name` (1), or 0 when no point of t
+ * has it. Reads the name only: no Lua call, no walk. */
+int gen_template_decode_name(const gen_template *t, const char *name, int *point);
 mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *point, char *msg,
                              size_t msg_size);
 /* valid(p, target): *ok 1/0; reason set when 0. */

@@ -521,6 +521,40 @@ mt_status gen_template_variant(const gen_template *t, const int *point, const ch
     return MT_OK;
 }
 
+/* The point named by the tail of a canonical name (after "mtk_<family>"):
+ * parameter i reads "_<abbrev><value as names write it>", or nothing when
+ * it has the value that names leave out. It backtracks, so a value whose
+ * name form begins another's cannot mislead it. */
+static int decode_from(const gen_template *t, const char *s, int i, int *point)
+{
+    if (i == t->nparams)
+        return *s == '\0';
+    const gen_param *p = &t->params[i];
+    point[i] = p->omit;
+    if (p->omit >= 0 && decode_from(t, s, i + 1, point))
+        return 1;
+    const size_t al = strlen(p->abbrev);
+    if (s[0] != '_' || strncmp(s + 1, p->abbrev, al) != 0)
+        return 0;
+    for (int k = 0; k < p->nvalues; k++) {
+        char form[sizeof p->values[k].text];
+        name_form(p->values[k].text, form, sizeof form);
+        const size_t fl = strlen(form);
+        point[i] = k;
+        if (k != p->omit && strncmp(s + 1 + al, form, fl) == 0 &&
+            decode_from(t, s + 1 + al + fl, i + 1, point))
+            return 1;
+    }
+    return 0;
+}
+
+int gen_template_decode_name(const gen_template *t, const char *name, int *point)
+{
+    const size_t fl = strlen(t->family);
+    return strncmp(name, "mtk_", 4) == 0 && strncmp(name + 4, t->family, fl) == 0 &&
+           decode_from(t, name + 4 + fl, 0, point);
+}
+
 mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *point, char *msg,
                              size_t msg_size)
 {

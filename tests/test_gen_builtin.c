@@ -162,6 +162,45 @@ static void test_split_k_pruning(void **state)
     mt_gen_close(g);
 }
 
+/* mt_gen_find decodes a canonical name instead of walking the space: every
+ * sampled variant of both GEMM families (whose family names begin one
+ * another, and one of which leaves SWAP=no out of its names) comes back as
+ * enumerated, and a point valid() refuses is not found, with its reason. */
+static void test_find_decodes_names(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    static const char *const families[] = {"grouped_gemm", "grouped_gemm_sm90"};
+    const char *const kv[] = {"dtype", "bf16", "quant", "fp8-block", "format", "standard", NULL};
+    for (int f = 0; f < 2; f++) {
+        size_t n = 0;
+        mt_variant *v = family_points(g, families[f], "sm_90a", 0, kv, &n, NULL);
+        assert_true(n > 100);
+        int checked = 0;
+        for (size_t i = 0; i < n; i += 37, checked++) {
+            mt_variant got;
+            if (mt_gen_find(g, v[i].name, "sm_90a", &got) != MT_OK)
+                fail_msg("%s: %s", v[i].name, mt_gen_errmsg(g));
+            assert_string_equal(got.name, v[i].name);
+            assert_string_equal(got.family, families[f]);
+            assert_int_equal(got.threads, v[i].threads);
+            assert_int_equal(got.smem_bytes, v[i].smem_bytes);
+            assert_int_equal(got.nparams, v[i].nparams);
+        }
+        printf("  %s: %d of %zu names found again\n", families[f], checked, n);
+        free(v);
+    }
+    mt_variant got;
+    assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n64_k64_g1_s4_"
+                                    "ppingpong_fwait_btma_swyes", "sm_90a", &got),
+                     MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(mt_gen_errmsg(g), "pingpong: unswapped tiles only"));
+    assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m64_n64_k64_g1_s4_"
+                                    "ppingpong_fwait_btma_trailing", "sm_90a", &got),
+                     MT_ERR_NOT_FOUND);
+    mt_gen_close(g);
+}
+
 /* grouped_gemm_sm90's SWAP (version 7): the unswapped points keep their
  * version-6 names (the tuned databases' keys), the swapped ones end in
  * "_swyes"; swapped tiles have whole warpgroups of 64 weight rows and a
@@ -373,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
+        cmocka_unit_test(test_find_decodes_names),
         cmocka_unit_test(test_sm90_swap_names_and_pruning),
         cmocka_unit_test(test_gemv_defaults_compile),
     };
