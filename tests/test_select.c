@@ -231,6 +231,22 @@ static void test_select_gemv_for_decode(void **state)
     free(gv);
 }
 
+/* The valid bf16 standard-format grouped_gemm_sm90 points for sm_90a of
+ * one quant mode (and one epilogue, unless NULL). */
+static mt_variant *sm90_points(const char *quant, const char *epilogue, size_t *n)
+{
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_variant *v = NULL;
+    mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .nparams = epilogue ? 4 : 3,
+                       .params = {{"dtype", "bf16"}, {"quant", quant}, {"format", "standard"},
+                                  {"epilogue", epilogue}}};
+    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &v, n, NULL))
+        fail_msg("grouped_gemm_sm90: %s", mt_gen_errmsg(g));
+    mt_gen_close(g);
+    return v;
+}
+
 /* Swapped warpgroup-MMA tiles (grouped_gemm_sm90, SWAP yes: the weight
  * rows are the MMA's 64-row side, the tokens its N): with a few tokens per
  * expert both a swapped 16-row tile and an unswapped 64-row one are bound
@@ -241,15 +257,8 @@ static void test_select_gemv_for_decode(void **state)
 static void test_select_swapped_sm90(void **state)
 {
     (void)state;
-    mt_gen_config cfg = {.no_cache = 1};
-    mt_gen *g = NULL;
-    mt_variant *sv = NULL;
     size_t nsv = 0;
-    mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .nparams = 3,
-                       .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
-    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &sv, &nsv, NULL))
-        fail_msg("grouped_gemm_sm90: %s", mt_gen_errmsg(g));
-    mt_gen_close(g);
+    mt_variant *sv = sm90_points("none", NULL, &nsv);
     const mt_variant *swapped = NULL, *plain = NULL;
     for (size_t i = 0; i < nsv; i++) {
         const mt_variant *v = &sv[i];
@@ -297,6 +306,49 @@ static void test_select_swapped_sm90(void **state)
     free(sv);
 }
 
+/* Stage 3's neighbours along PIPE of the 64-row TMA pingpong tile that won
+ * DeepSeek-V3 fp8 at M = 1024 (session 13): one per other pipeline, the
+ * TMA twins of ws and persist, and for "sync", which has no TMA variant,
+ * the cp.async one; along STAGES, the other depths with nothing else
+ * changed. */
+static void test_neighbours_follow_the_loads(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("fp8-block", "silu", &nsv);
+    const char *want = "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m64_n128_k128_g1_s5_ppingpong_"
+                       "fwait_btma";
+    const mt_variant *base = NULL;
+    for (size_t i = 0; i < nsv && !base; i++)
+        if (!strcmp(sv[i].name, want))
+            base = &sv[i];
+    assert_non_null(base);
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    size_t n = mt_select_neighbours(sv, nsv, base, "PIPE", pick);
+    assert_int_equal(n, 3);
+    int sync_cp = 0, ws_tma = 0, persist_tma = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = &sv[pick[i]];
+        const char *pipe = mt_variant_get(v, "PIPE"), *load = mt_variant_get(v, "BLOAD");
+        assert_int_equal(mt_variant_int(v, "STAGES", 0), 5);
+        assert_int_equal(mt_variant_int(v, "BLOCK_M", 0), 64);
+        sync_cp += !strcmp(pipe, "sync") && !strcmp(load, "cp");
+        ws_tma += !strcmp(pipe, "ws") && !strcmp(load, "tma");
+        persist_tma += !strcmp(pipe, "persist") && !strcmp(load, "tma");
+    }
+    assert_int_equal(sync_cp + ws_tma + persist_tma, 3);
+    n = mt_select_neighbours(sv, nsv, base, "STAGES", pick);
+    assert_true(n >= 2);
+    for (size_t i = 0; i < n; i++) {
+        const char *stages = mt_variant_get(&sv[pick[i]], "STAGES");
+        assert_true(mt_variant_same_but(&sv[pick[i]], base, "STAGES", stages));
+        assert_int_not_equal(mt_variant_int(&sv[pick[i]], "STAGES", 0), 5);
+    }
+    free(pick);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +358,7 @@ int main(void)
         cmocka_unit_test(test_select_gemv_for_decode),
         cmocka_unit_test(test_default_is_unsplit),
         cmocka_unit_test(test_select_swapped_sm90),
+        cmocka_unit_test(test_neighbours_follow_the_loads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

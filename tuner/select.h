@@ -24,6 +24,14 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out);
 
+/* Stage 3's neighbours of base along param: the variants of all that
+ * differ from it in param only, one per other value; for a value that no
+ * such variant has, one that also differs in the parameter that must
+ * follow param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight
+ * loads). Writes indices into out (room for n); returns the count. */
+size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
+                            size_t *out);
+
 /* Index of the store sibling of v in all, or (size_t)-1. */
 size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v);
 

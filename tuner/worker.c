@@ -334,7 +334,9 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * tile shapes; it cannot tell pipeline depths, warp layouts or prefetch
  * hints apart, so these are settled on the GPU; nor grouped_gemv's chunks
  * in flight, warps per CTA and lookahead (UNROLL, WARPS, AHEAD: the first
- * stage takes one tile of each shape, so it times one of them). */
+ * stage takes one tile of each shape, so it times one of them). A PIPE
+ * value the tile cannot take with its weight loads comes with the other
+ * loads (mt_select_neighbours: "sync" takes cp.async only). */
 static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE",
                                             "UNROLL",   "WARPS",  "AHEAD",   NULL};
 
@@ -351,15 +353,7 @@ static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, s
             if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)) || b.us >= 1e30 ||
                 !parse_pair(w, b.text, &g1, &g2))
                 break;
-            const mt_variant *base = second ? g2 : g1;
-            const char *have = mt_variant_get(base, refine_params[i]);
-            size_t n = 0;
-            for (size_t k = 0; have && k < w->nsearch; k++) {
-                const char *val = mt_variant_get(&w->search[k], refine_params[i]);
-                if (val && strcmp(val, have) &&
-                    mt_variant_same_but(&w->search[k], base, refine_params[i], val))
-                    pick[n++] = k;
-            }
+            size_t n = mt_select_neighbours(w->search, w->nsearch, second ? g2 : g1, refine_params[i], pick);
             to_all(w, w->search, pick, n);
             preload(w, pick, n, 0);
             for (size_t k = 0; k < n && !st; k++) {
@@ -595,7 +589,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
-        (st = store_winner(w, &key, &p, retimed, foreign, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg, msg_size)))
+        (st = store_winner(w, &key, &p, retimed, foreign, cb.us < 1e30 ? cb.us : MT_DB_NO_TIME, msg,
+                           msg_size)))
         goto done;
     mt_db_candidate mark = {.key = key, .M = M, .pipeline = MT_TUNE_DONE_MARK, .ok = 1,
                             .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
