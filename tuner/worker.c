@@ -441,7 +441,7 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
         fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s)\n", (long long)p->M,
                 out == MT_DB_PUT_KEPT ? "kept" : "replaced",
                 retimed   ? "its pipeline timed again in this run"
-                : replace ? "retune: its kernels are of other templates, not timed again"
+                : replace ? "retune: its kernels are no variants of these templates, not timed again"
                           : "times of two runs");
     return MT_OK;
 }
