@@ -172,16 +172,26 @@ mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t ms
     return st;
 }
 
-int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
-                        const char *value)
+int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1,
+                               const char *p2)
 {
-    if (strcmp(v->family, like->family) || strcmp(v->arch, like->arch) ||
-        v->nparams != like->nparams)
+    if (strcmp(v->family, like->family) || v->nparams != like->nparams)
         return 0;
     for (int i = 0; i < v->nparams; i++) {
-        const char *want = strcmp(like->params[i].name, param) ? like->params[i].value : value;
-        if (strcmp(v->params[i].name, like->params[i].name) || strcmp(v->params[i].value, want))
+        const char *name = like->params[i].name;
+        if (strcmp(v->params[i].name, name))
+            return 0;
+        const int free_param = !strcmp(name, p1) || (p2 && !strcmp(name, p2));
+        if (!free_param && strcmp(v->params[i].value, like->params[i].value))
             return 0;
     }
     return 1;
+}
+
+int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
+                        const char *value)
+{
+    const char *has = mt_variant_get(v, param);
+    return !strcmp(v->arch, like->arch) && mt_variant_differs_only_in(v, like, param, NULL) &&
+           (!has || !strcmp(has, value));
 }

@@ -62,6 +62,16 @@ void mt_test_require_gpu(void)
     }
 }
 
+mt_variant *mt_test_sm90a_defaults(mt_gen *g, const char *family, size_t *n)
+{
+    mt_gen_filter f = {.family = family, .arch = "sm_90a", .defaults_only = 1};
+    mt_variant *v = NULL;
+    *n = 0;
+    if (mt_gen_enumerate(g, &f, &v, n, NULL) || *n == 0)
+        fail_msg("%s defaults for sm_90a: %s", family, *n ? "none" : mt_gen_errmsg(g));
+    return v;
+}
+
 mt_gen *mt_test_open_templates(void)
 {
     mt_gen_config cfg = {.no_cache = 1};

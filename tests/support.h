@@ -31,4 +31,8 @@ void mt_test_require_gpu(void);
  * without the compile cache; fails the test when they do not load. */
 struct mt_gen *mt_test_open_templates(void);
 
+/* The default variants of one family for sm_90a (malloc'd); fails the test
+ * when the walk fails or finds none. */
+struct mt_variant *mt_test_sm90a_defaults(struct mt_gen *g, const char *family, size_t *n);
+
 #endif

@@ -83,10 +83,8 @@ static void test_refresh_kernels(void **state)
 {
     (void)state;
     mt_gen *g = mt_test_open_templates();
-    mt_gen_filter f = {.family = "moe_reduce", .arch = "sm_90a", .defaults_only = 1};
-    mt_variant *v = NULL;
     size_t n = 0;
-    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    mt_variant *v = mt_test_sm90a_defaults(g, "moe_reduce", &n);
     assert_true(n >= 2);
     char now[65];
     assert_int_equal(mt_gen_template_hash(g, "moe_reduce", now), MT_OK);
@@ -164,10 +162,8 @@ static void test_resolve(void **state)
 {
     (void)state;
     mt_gen *g = mt_test_open_templates();
-    mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .defaults_only = 1};
-    mt_variant *v = NULL;
     size_t n = 0;
-    assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, NULL), MT_OK);
+    mt_variant *v = mt_test_sm90a_defaults(g, "grouped_gemm_sm90", &n);
     assert_true(n > 0);
     mt_variant out, bad = v[0];
     assert_int_equal(mt_gen_resolve(g, &v[0], &out), MT_OK);

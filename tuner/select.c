@@ -192,22 +192,6 @@ static int by_time(const void *a, const void *b)
 /* The parameter that must change with param for some of its values. */
 static const char *follower_of(const char *param) { return !strcmp(param, "PIPE") ? "BLOAD" : NULL; }
 
-/* v is like `like` but in p1 and (p2 non-NULL) p2. */
-static int differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1, const char *p2)
-{
-    if (strcmp(v->family, like->family) || strcmp(v->arch, like->arch) || v->nparams != like->nparams)
-        return 0;
-    for (int i = 0; i < v->nparams; i++) {
-        const char *name = like->params[i].name;
-        if (strcmp(v->params[i].name, name))
-            return 0;
-        const int free_param = !strcmp(name, p1) || (p2 && !strcmp(name, p2));
-        if (!free_param && strcmp(v->params[i].value, like->params[i].value))
-            return 0;
-    }
-    return 1;
-}
-
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out)
 {
@@ -216,7 +200,8 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
     for (int pass = 0; have && pass < (follower ? 2 : 1); pass++)
         for (size_t k = 0; k < n; k++) {
             const char *val = mt_variant_get(&all[k], param);
-            if (!val || !strcmp(val, have) || !differs_only_in(&all[k], base, param, pass ? follower : NULL))
+            if (!val || !strcmp(val, have) || strcmp(all[k].arch, base->arch) ||
+                !mt_variant_differs_only_in(&all[k], base, param, pass ? follower : NULL))
                 continue;
             int seen = 0;
             for (size_t j = 0; j < count && !seen; j++)

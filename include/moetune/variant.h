@@ -70,6 +70,10 @@ mt_status mt_variant_make_name_omitting(mt_variant *v, const char *const *abbrev
  * `param` has `value` (used to find the GEMM2 sibling of a GEMM1 tile). */
 int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,
                         const char *value);
+/* 1 when v has the family and parameter names of `like` and its values
+ * everywhere but in p1 and (p2 non-NULL) p2, which may have any value. */
+int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1,
+                               const char *p2);
 
 /* The families whose kernels serve the gemm1/gemm2 steps of a pipeline: they
  * share the kernel argument (mt_gemm_args) and the parameter names dtype,
