@@ -14,8 +14,8 @@
 -- last; the runtime caps the grid of a variant with this value,
 -- runtime/moe_launch.c) or "pingpong" ("persist" with two computing
 -- warpgroups that take the CTA's output tiles in turn, each a whole 64-row
--- tile: one's epilogue runs while the other's MMAs do; BLOCK_M 64, unswapped
--- only; device code of its own, grouped_gemm_sm90_pingpong.cuh, so that the
+-- tile: one's epilogue runs while the other's MMAs do; BLOCK_M 64, or
+-- swapped BLOCK_N 64; device code of its own, grouped_gemm_sm90_pingpong.cuh, so that the
 -- other pipelines' kernels are generated as before and tuned databases stay
 -- current, `moetune db refresh`).
 -- SWAP (version 7): "no": one computing warpgroup per 64 token rows, the
@@ -63,9 +63,12 @@ local function shape(p)
   if p.PIPE == "persist" then
     s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
   elseif p.PIPE == "pingpong" then
-    -- An epilogue tile per group, four sets of output rows (two per group)
-    -- with two mbarriers each, an mbarrier per group (whose turn it is).
-    s.smem = pipeline + 2 * epilogue + 1024 + 16 * p.STAGES + 80 + 56 * p.BLOCK_M
+    -- An epilogue tile per group; four row sets (two per group), each with
+    -- two mbarriers, BLOCK_M output rows and weights (12 bytes a row) and
+    -- the tile's coordinates (32 bytes); an A row table (8 bytes a row) and
+    -- a turn mbarrier per copying half and per group.
+    s.smem = pipeline + 2 * epilogue + 1024 + 16 * p.STAGES + 4 * 16 + 4 * 8 + 4 * 32
+             + (2 * 8 + 4 * 12) * p.BLOCK_M
   else
     s.smem = math.max(pipeline, epilogue) + 1024 + 16 * p.STAGES + 20 * p.BLOCK_M
   end
@@ -186,7 +189,9 @@ return {
     if swapped(p) then
       if p.PIPE == "sync" then return false, "swapped operands need a copying warpgroup (PIPE ws or persist)" end
       if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
-      if p.PIPE == "pingpong" then return false, "pingpong: unswapped tiles only" end
+      if p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
+        return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
+      end
       -- ptxas serializes the warpgroup MMAs of this combination (C7520,
       -- a compiler-inserted warpgroup arrive in a divergent path; CUDA 13.0).
       if p.PIPE == "persist" and block_scaled(p.quant) then

@@ -191,10 +191,15 @@ static void test_find_decodes_names(void **state)
         free(v);
     }
     mt_variant got;
-    assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n64_k64_g1_s4_"
+    assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s4_"
                                     "ppingpong_fwait_btma_swyes", "sm_90a", &got),
                      MT_ERR_NOT_FOUND);
-    assert_non_null(strstr(mt_gen_errmsg(g), "pingpong: unswapped tiles only"));
+    assert_non_null(strstr(mt_gen_errmsg(g), "pingpong swapped: each computing warpgroup takes a whole "
+                                             "tile of 64 weight rows"));
+    assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n64_k64_g1_s4_"
+                                    "ppingpong_fwait_btma_swyes", "sm_90a", &got),
+                     MT_OK);
+    assert_int_equal(got.threads, 384);
     assert_int_equal(mt_gen_find(g, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m64_n64_k64_g1_s4_"
                                     "ppingpong_fwait_btma_trailing", "sm_90a", &got),
                      MT_ERR_NOT_FOUND);
@@ -206,8 +211,9 @@ static void test_find_decodes_names(void **state)
  * "_swyes"; swapped tiles have whole warpgroups of 64 weight rows and a
  * copying warpgroup; block-scaled ones are not offered in the persistent
  * loop (ptxas serializes their MMAs); tiles under 64 token rows are all
- * swapped. PIPE pingpong: unswapped tiles of 64 token rows only, two
- * computing warpgroups and a copying one (384 threads). */
+ * swapped. PIPE pingpong: two computing warpgroups and a copying one
+ * (384 threads), each group a whole tile: 64 token rows, or swapped 64
+ * weight rows. */
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;
@@ -219,14 +225,14 @@ static void test_sm90_swap_names_and_pruning(void **state)
         size_t n = 0;
         mt_prune_report r;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
-        int swapped = 0, v6_name = 0, pingpong = 0;
+        int swapped = 0, v6_name = 0, pingpong = 0, swapped_pingpong = 0;
         for (size_t i = 0; i < n; i++) {
             const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
             const char *pipe = mt_variant_get(&v[i], "PIPE");
             if (!strcmp(pipe, "pingpong")) {
                 pingpong++;
-                assert_false(swap);
-                assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 64);
+                swapped_pingpong += swap;
+                assert_int_equal(mt_variant_int(&v[i], swap ? "BLOCK_N" : "BLOCK_M", 0), 64);
                 assert_int_equal(v[i].threads, 384);
             }
             const size_t len = strlen(v[i].name);
@@ -246,11 +252,12 @@ static void test_sm90_swap_names_and_pruning(void **state)
                                                  : "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_"
                                                    "m128_n128_k128_g8_s3_ppersist_fwait_btma");
         }
-        printf("  grouped_gemm_sm90 %s: %zu points, %d swapped, %d pingpong\n", quants[q], n, swapped,
-               pingpong);
+        printf("  grouped_gemm_sm90 %s: %zu points, %d swapped, %d pingpong (%d swapped)\n", quants[q], n,
+               swapped, pingpong, swapped_pingpong);
         assert_true(swapped > 0 && (size_t)swapped < n);
-        assert_true(pingpong > 0);
-        assert_true(reason_count(&r, "pingpong: unswapped tiles only") > 0);
+        assert_true(pingpong > swapped_pingpong && swapped_pingpong > 0);
+        assert_true(reason_count(&r, "pingpong swapped: each computing warpgroup takes a whole tile of 64 "
+                                     "weight rows") > 0);
         assert_true(reason_count(&r, "pingpong: each computing warpgroup takes a whole tile of 64 token "
                                      "rows") > 0);
         assert_int_equal(v6_name, 1);
