@@ -68,11 +68,13 @@ static void usage(FILE *f)
             "  --devices all|0,1,..  one worker per GPU, the M values dealt between them\n"
             "  --shard I/N           only work items i with i %% N == I (Slurm array task,\n"
             "                        Kubernetes indexed Job); merge shards with `moetune db merge`\n"
-            "  --param NAME=VALUE    search only GEMM variants with that parameter value\n"
-            "                        (repeat a name for any of several; at most %d; the\n"
-            "                        default pipeline is still timed; the M values count as\n"
-            "                        tuned, so explore into a database of its own):\n"
-            "                        --param BLOCK_M=16 --param BLOCK_K=128\n"
+            "  --param [gemm1:|gemm2:]NAME=VALUE\n"
+            "                        search only GEMM variants with that parameter value,\n"
+            "                        for both GEMMs or (prefixed) for one (repeat a name for\n"
+            "                        any of several; at most %d; the default pipeline is\n"
+            "                        still timed; the M values count as tuned, so explore\n"
+            "                        into a database of its own):\n"
+            "                        --param BLOCK_M=16 --param gemm2:PIPE=pingpong\n"
             "  --retune              tune again the M values the database has tuned: their\n"
             "                        candidate log is forgotten, the stored pipeline is\n"
             "                        timed again with the new candidates and the run's\n"
@@ -162,11 +164,19 @@ int mt_cmd_tune(int argc, char **argv)
                 o.shard_index = (int)i0, o.shard_count = (int)n0;
             }
         } else if (!strcmp(a, "--param")) {
-            const char *eq = strchr(v, '=');
-            ok = eq && eq != v && eq[1] && o.nonly < MT_TUNE_MAX_ONLY;
+            /* [gemm1:|gemm2:]NAME=VALUE, split in place (argv[i] is v) */
+            char *name = argv[i];
+            int role = 0;
+            if (!strncmp(name, "gemm1:", 6) || !strncmp(name, "gemm2:", 6)) {
+                role = name[4] - '0';
+                name += 6;
+            }
+            char *eq = strchr(name, '=');
+            ok = eq && eq != name && eq[1] && o.nonly < MT_TUNE_MAX_ONLY;
             if (ok) {
-                argv[i][eq - v] = '\0';   /* NAME and VALUE in place */
-                o.only[o.nonly].name = v;
+                *eq = '\0';
+                o.only[o.nonly].name = name;
+                o.only[o.nonly].role = role;
                 o.only[o.nonly++].value = eq + 1;
             }
         } else if (!strcmp(a, "--backend")) {

@@ -360,6 +360,56 @@ static void test_param_filter(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
 }
 
+/* Fake variant names end in the STAGES value: "_<stages>". */
+static int ends_in(const char *name, size_t len, const char *tail)
+{
+    const size_t n = strlen(tail);
+    return len > n && !strncmp(name + len - n, tail, n);
+}
+
+/* Of the search's pipelines (not the "default;" one, not cuBLAS): how many
+ * have a GEMM1 (a GEMM2) with 3 stages, and how many in all. */
+typedef struct stages_scan {
+    int n, g1_s3, g2_s3;
+} stages_scan;
+
+static int scan_stages(const mt_db_candidate *c, void *ctx)
+{
+    stages_scan *s = ctx;
+    const char *g2 = strstr(c->pipeline, ";gemm2=");
+    if (strncmp(c->pipeline, "gemm1=", 6) || !g2)
+        return 0;
+    s->n++;
+    s->g1_s3 += ends_in(c->pipeline, (size_t)(g2 - c->pipeline), "_3");
+    s->g2_s3 += ends_in(g2, strlen(g2), "_3");
+    return 0;
+}
+
+/* --param gemm1:NAME=VALUE and gemm2:NAME=VALUE filter one GEMM's
+ * candidates only; the other GEMM's are searched as usual. */
+static void test_param_filter_per_gemm(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    for (int gemm = 1; gemm <= 2; gemm++) {
+        snprintf(path, sizeof path, "%s/only-gemm%d.db", mt_test_tmpdir("tune-only-gemm"), gemm);
+        mt_tune_opts o;
+        mt_tune_summary s;
+        opts(&o, path);
+        o.nM = 1;
+        o.Ms[0] = 256;
+        o.only[0].name = "STAGES", o.only[0].value = "3", o.only[0].role = gemm;
+        o.nonly = 1;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        stages_scan sc = {0};
+        foreach_candidate(path, scan_stages, &sc);
+        assert_true(sc.n >= 4);
+        /* The filtered GEMM has 3 stages throughout, the other not. */
+        assert_int_equal(gemm == 1 ? sc.g1_s3 : sc.g2_s3, sc.n);
+        assert_true((gemm == 1 ? sc.g2_s3 : sc.g1_s3) < sc.n);
+    }
+}
+
 /* Candidates of one M: counts those whose pipeline is `text`, or (text
  * empty) keeps the first "gemm1=" one in it. */
 typedef struct pair_scan {
@@ -770,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_fault_and_hang_are_isolated),
         cmocka_unit_test(test_resume_after_kill),
         cmocka_unit_test(test_param_filter),
+        cmocka_unit_test(test_param_filter_per_gemm),
         cmocka_unit_test(test_refines_the_winner),
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),

@@ -36,9 +36,10 @@ typedef struct worker {
     mt_db_provenance prov;
     mt_variant *all, *defaults;
     size_t nall, ndefaults;
-    mt_variant *search;        /* the variants of `all` that o->only admits (`all`
-                                * itself when there is no filter) */
-    size_t nsearch;
+    mt_variant *search[2];     /* the variants of `all` that o->only admits as
+                                * GEMM1 [0] and as GEMM2 [1] (`all` itself
+                                * when no filter applies to that GEMM) */
+    size_t nsearch[2];
 } worker;
 
 static void report(worker *w, const char *line)
@@ -170,33 +171,37 @@ static void to_all(const worker *w, const mt_variant *list, size_t *pick, size_t
     }
 }
 
-/* Does v pass o->only: for each filtered parameter that v's family
- * declares, v's value is one of those given for it. */
-static int admitted(const mt_tune_opts *o, const mt_variant *v)
+/* Does filter i of o->only apply to the candidates of GEMM `gemm` (1, 2)? */
+static int applies(const mt_tune_opts *o, int i, int gemm)
+{
+    return o->only[i].role == 0 || o->only[i].role == gemm;
+}
+
+/* Does v pass o->only as a candidate for GEMM `gemm`: for each filtered
+ * parameter that applies and that v's family declares, v's value is one of
+ * those given for it. */
+static int admitted(const mt_tune_opts *o, const mt_variant *v, int gemm)
 {
     for (int i = 0; i < o->nonly; i++) {
         const char *have = mt_variant_get(v, o->only[i].name);
-        if (!have)
+        if (!have || !applies(o, i, gemm))
             continue;
         int any = 0;
         for (int j = 0; j < o->nonly && !any; j++)
-            any = !strcmp(o->only[j].name, o->only[i].name) && !strcmp(o->only[j].value, have);
+            any = applies(o, j, gemm) && !strcmp(o->only[j].name, o->only[i].name) &&
+                  !strcmp(o->only[j].value, have);
         if (!any)
             return 0;
     }
     return 1;
 }
 
-/* w->search: the variants the stages choose from. A filter on a parameter
- * no variant declares, or one that leaves nothing, is an error. */
+/* w->search: the variants the stages choose from, per GEMM. A filter on a
+ * parameter no variant declares, or filters that leave a GEMM nothing, are
+ * an error. */
 static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
-    if (o->nonly == 0) {
-        w->search = w->all;
-        w->nsearch = w->nall;
-        return MT_OK;
-    }
     for (int i = 0; i < o->nonly; i++) {
         int declared = 0;
         for (size_t k = 0; k < w->nall && !declared; k++)
@@ -206,15 +211,26 @@ static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
                            "--param %s=%s: no GEMM variant for this problem has a parameter '%s'",
                            o->only[i].name, o->only[i].value, o->only[i].name);
     }
-    if (!(w->search = malloc((w->nall ? w->nall : 1) * sizeof *w->search)))
-        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-    for (size_t k = 0; k < w->nall; k++)
-        if (admitted(o, &w->all[k]))
-            w->search[w->nsearch++] = w->all[k];
-    if (w->nsearch == 0)
-        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
-                       "the --param filters admit none of the %zu GEMM variants of this problem",
-                       w->nall);
+    for (int g = 0; g < 2; g++) {
+        int filtered = 0;
+        for (int i = 0; i < o->nonly; i++)
+            filtered |= applies(o, i, g + 1);
+        if (!filtered) {
+            w->search[g] = w->all;
+            w->nsearch[g] = w->nall;
+            continue;
+        }
+        if (!(w->search[g] = malloc((w->nall ? w->nall : 1) * sizeof *w->search[g])))
+            return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+        for (size_t k = 0; k < w->nall; k++)
+            if (admitted(o, &w->all[k], g + 1))
+                w->search[g][w->nsearch[g]++] = w->all[k];
+        if (w->nsearch[g] == 0)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "the --param filters admit none of the %zu GEMM variants of this problem as "
+                           "GEMM%d",
+                           w->nall, g + 1);
+    }
     return MT_OK;
 }
 
@@ -294,7 +310,7 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
         s->foreign_at_m |= e->M == s->M;
         return 0;
     }
-    if (!admitted(s->w->o, p.g1) || !admitted(s->w->o, p.g2))
+    if (!admitted(s->w->o, p.g1, 1) || !admitted(s->w->o, p.g2, 2))
         return 0;
     s->pick[e->M < s->M ? 0 : e->M == s->M ? 1 : 2] = p;
     return e->M > s->M;
@@ -342,7 +358,8 @@ static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PI
 
 static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
 {
-    size_t *pick = malloc((w->nsearch ? w->nsearch : 1) * sizeof *pick);
+    const size_t most = w->nsearch[0] > w->nsearch[1] ? w->nsearch[0] : w->nsearch[1];
+    size_t *pick = malloc((most ? most : 1) * sizeof *pick);
     mt_status st = MT_OK;
     if (!pick)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
@@ -353,8 +370,9 @@ static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, s
             if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)) || b.us >= 1e30 ||
                 !parse_pair(w, b.text, &g1, &g2))
                 break;
-            size_t n = mt_select_neighbours(w->search, w->nsearch, second ? g2 : g1, refine_params[i], pick);
-            to_all(w, w->search, pick, n);
+            size_t n = mt_select_neighbours(w->search[second], w->nsearch[second], second ? g2 : g1,
+                                            refine_params[i], pick);
+            to_all(w, w->search[second], pick, n);
             preload(w, pick, n, 0);
             for (size_t k = 0; k < n && !st; k++) {
                 if (pick[k] == (size_t)-1)
@@ -484,6 +502,22 @@ static mt_status done_by_other_run(worker *w, const mt_db_key *key, int64_t M, i
     return MT_OK;
 }
 
+/* Stage 1's GEMM2 for GEMM1 tile g1: its own GEMM2 tile (the store
+ * sibling), or where the GEMM2 filters refuse that tile, the best-modelled
+ * GEMM2 they admit for g1's row blocks; NULL: none. */
+static const mt_variant *stage1_gemm2(worker *w, const mt_problem *p, const mt_variant *g1)
+{
+    const size_t sib = mt_find_store_sibling(w->all, w->nall, g1);
+    if (sib != (size_t)-1 && admitted(w->o, &w->all[sib], 2))
+        return &w->all[sib];
+    size_t pick;
+    if (mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(g1, "BLOCK_M", 0),
+                        w->prov.sm_count, 1, &pick) == 0)
+        return NULL;
+    to_all(w, w->search[1], &pick, 1);
+    return pick == (size_t)-1 ? NULL : &w->all[pick];
+}
+
 static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
@@ -544,8 +578,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
      * tiles (known good) and the model's picks. */
-    size_t n1 = mt_select_stage(w->search, w->nsearch, &p, 1, 0, w->prov.sm_count, max, pick);
-    to_all(w, w->search, pick, n1);
+    size_t n1 = mt_select_stage(w->search[0], w->nsearch[0], &p, 1, 0, w->prov.sm_count, max, pick);
+    to_all(w, w->search[0], pick, n1);
     size_t nd = 0;
     if (o->nonly == 0) {
         nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
@@ -557,7 +591,9 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         if (pick[i] == (size_t)-1)
             continue;
         const mt_variant *g1 = &w->all[pick[i]];
-        const mt_variant *g2 = &w->all[mt_find_store_sibling(w->all, w->nall, g1)];
+        const mt_variant *g2 = stage1_gemm2(w, &p, g1);
+        if (!g2)
+            continue;
         if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
             continue;   /* the default pair: measured above */
         pipeline_text("", g1, g2, text, sizeof text);
@@ -571,9 +607,9 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
         goto done;
     if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
-        size_t n2 = mt_select_stage(w->search, w->nsearch, &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
+        size_t n2 = mt_select_stage(w->search[1], w->nsearch[1], &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
                                     w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
-        to_all(w, w->search, pick, n2);
+        to_all(w, w->search[1], pick, n2);
         preload(w, pick, n2, 0);
         for (size_t i = 0; i < n2 && !st; i++) {
             if (pick[i] == (size_t)-1 ||
@@ -635,8 +671,9 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t
         st = tune_m(&w, o->Ms[i], msg, msg_size);
 done:
     mt_db_close(w.db);
-    if (w.search != w.all)
-        free(w.search);
+    for (int g = 0; g < 2; g++)
+        if (w.search[g] != w.all)
+            free(w.search[g]);
     free(w.all);
     free(w.defaults);
     if (w.be.destroy)

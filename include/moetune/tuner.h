@@ -47,9 +47,15 @@ typedef struct mt_tune_opts {
     int shard_index, shard_count;   /* 0, 0: everything */
     /* Search only the GEMM variants with these parameter values (name
      * "BLOCK_M", value "16"); several on one name admit any of them; a
-     * family that lacks the parameter is not affected. The untuned default
-     * pipeline is timed regardless (it is the baseline). */
-    struct { const char *name, *value; } only[MT_TUNE_MAX_ONLY];
+     * family that lacks the parameter is not affected. role: 0 filters
+     * both GEMMs' candidates, 1 only GEMM1's, 2 only GEMM2's (a stage-1
+     * GEMM1 whose own GEMM2 tile the GEMM2 filters refuse is timed with
+     * the best-modelled GEMM2 they admit). The untuned default pipeline is
+     * timed regardless (it is the baseline). */
+    struct {
+        const char *name, *value;
+        int role;
+    } only[MT_TUNE_MAX_ONLY];
     int nonly;
     /* M values tuned to the end before this run are tuned again: their
      * candidate log is forgotten, the stored entry is timed again with the
