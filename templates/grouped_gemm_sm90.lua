@@ -23,7 +23,8 @@
 -- places: one computing warpgroup per 64 weight rows (BLOCK_N a multiple of
 -- 64), the tile's BLOCK_M token rows (16, 32, 64 or 128) are the MMA's N. A few
 -- tokens per expert then cost no 64-row padding of the MMA, and the weights
--- stream through the same TMA pipeline ("ws" and "persist" only). Device
+-- stream through the same TMA pipeline ("ws", "persist", and "pingpong" with
+-- BLOCK_N 64 and up to 64 token rows). Device
 -- code: grouped_gemm_sm90.cuh; the wgmma call with its N/2 (or N/4...)
 -- accumulator operands is written here, per tile width and operand type.
 
@@ -187,10 +188,15 @@ return {
       return false, "TMA weight loads need a copying warpgroup (PIPE ws, persist or pingpong)"
     end
     if swapped(p) then
-      if p.PIPE == "sync" then return false, "swapped operands need a copying warpgroup (PIPE ws or persist)" end
+      if p.PIPE == "sync" then
+        return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
+      end
       if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
       if p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
         return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
+      end
+      if p.PIPE == "pingpong" and p.BLOCK_M > 64 then
+        return false, "pingpong swapped: 16 to 64 token rows a tile (grouped_gemm_sm90_pingpong.cuh)"
       end
       -- ptxas serializes the warpgroup MMAs of this combination (C7520,
       -- a compiler-inserted warpgroup arrive in a divergent path; CUDA 13.0).
@@ -209,8 +215,9 @@ return {
     if s.row_bytes ~= 128 then return false, "BLOCK_K is not one 128-byte swizzle row" end
     -- One consumer warpgroup gets up to 255 registers a thread, two 216.
     if s.acc > 128 then return false, "accumulators exceed the register budget" end
-    -- Swapped tiles take no registers from the copiers (no setmaxnreg):
-    -- every thread has its share of the register file.
+    -- Swapped tiles take no registers from the copiers (no setmaxnreg, but
+    -- in "pingpong", which moves them as for unswapped tiles): every thread
+    -- has its share of the register file.
     if swapped(p) and (s.acc + 48) * s.threads > 65536 then
       return false, "swapped: accumulators exceed the register budget"
     end

@@ -408,6 +408,13 @@ static void test_param_filter_per_gemm(void **state)
         assert_int_equal(gemm == 1 ? sc.g1_s3 : sc.g2_s3, sc.n);
         assert_true((gemm == 1 ? sc.g2_s3 : sc.g1_s3) < sc.n);
     }
+    /* A role that names no GEMM. */
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.only[0].name = "STAGES", o.only[0].value = "3", o.only[0].role = 3;
+    o.nonly = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
 }
 
 /* Candidates of one M: counts those whose pipeline is `text`, or (text

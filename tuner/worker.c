@@ -203,6 +203,10 @@ static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
     for (int i = 0; i < o->nonly; i++) {
+        if (o->only[i].role < 0 || o->only[i].role > 2)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "filter %s=%s: role %d is none of 0 (both GEMMs), 1 (GEMM1), 2 (GEMM2)",
+                           o->only[i].name, o->only[i].value, o->only[i].role);
         int declared = 0;
         for (size_t k = 0; k < w->nall && !declared; k++)
             declared = mt_variant_get(&w->all[k], o->only[i].name) != NULL;
@@ -581,7 +585,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     size_t n1 = mt_select_stage(w->search[0], w->nsearch[0], &p, 1, 0, w->prov.sm_count, max, pick);
     to_all(w, w->search[0], pick, n1);
     size_t nd = 0;
-    if (o->nonly == 0) {
+    if (w->search[0] == w->all) {   /* no filter on GEMM1 */
         nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
                              pick + n1);
         to_all(w, w->defaults, pick + n1, nd);

@@ -48,7 +48,8 @@ typedef struct mt_tune_opts {
     /* Search only the GEMM variants with these parameter values (name
      * "BLOCK_M", value "16"); several on one name admit any of them; a
      * family that lacks the parameter is not affected. role: 0 filters
-     * both GEMMs' candidates, 1 only GEMM1's, 2 only GEMM2's (a stage-1
+     * both GEMMs' candidates, 1 only GEMM1's, 2 only GEMM2's (the filters
+     * on one name that apply to a GEMM admit any of their values; a stage-1
      * GEMM1 whose own GEMM2 tile the GEMM2 filters refuse is timed with
      * the best-modelled GEMM2 they admit). The untuned default pipeline is
      * timed regardless (it is the baseline). */
