@@ -238,11 +238,28 @@ static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
     return MT_OK;
 }
 
-/* Compile the n candidates of w->all at pick (each GEMM1 with its store
- * sibling, or GEMM2s) in one parallel batch before they are timed one by
- * one; a failure here is only noted: each measurement compiles what is
- * missing and records its own failure. */
-static void preload(worker *w, const size_t *pick, size_t n, int with_sibling)
+/* Stage 1's GEMM2 for GEMM1 tile g1: its own GEMM2 tile (the store
+ * sibling), or where the GEMM2 filters refuse that tile, the best-modelled
+ * GEMM2 they admit for g1's row blocks; NULL: none. */
+static const mt_variant *stage1_gemm2(worker *w, const mt_problem *p, const mt_variant *g1)
+{
+    const size_t sib = mt_find_store_sibling(w->all, w->nall, g1);
+    if (sib != (size_t)-1 && admitted(w->o, &w->all[sib], 2))
+        return &w->all[sib];
+    size_t pick;
+    if (mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(g1, "BLOCK_M", 0),
+                        w->prov.sm_count, 1, &pick) == 0)
+        return NULL;
+    to_all(w, w->search[1], &pick, 1);
+    return pick == (size_t)-1 ? NULL : &w->all[pick];
+}
+
+/* Compile the n candidates of w->all at pick (with `pairs`, the problem:
+ * GEMM1s, each with the GEMM2 stage 1 times it with; else GEMM2s) in one
+ * parallel batch before they are timed one by one; a failure here is only
+ * noted: each measurement compiles what is missing and records its own
+ * failure. */
+static void preload(worker *w, const size_t *pick, size_t n, const mt_problem *pairs)
 {
     if (!w->be.preload || n == 0)
         return;
@@ -254,10 +271,9 @@ static void preload(worker *w, const size_t *pick, size_t n, int with_sibling)
         if (pick[i] == (size_t)-1)
             continue;
         v[k++] = w->all[pick[i]];
-        size_t sib = with_sibling ? mt_find_store_sibling(w->all, w->nall, &w->all[pick[i]])
-                                  : (size_t)-1;
-        if (sib != (size_t)-1 && sib != pick[i])
-            v[k++] = w->all[sib];
+        const mt_variant *g2 = pairs ? stage1_gemm2(w, pairs, &w->all[pick[i]]) : NULL;
+        if (g2 && g2 != &w->all[pick[i]])
+            v[k++] = *g2;
     }
     char msg[1024];
     if (w->be.preload(w->be.self, v, k, msg, sizeof msg) && w->o->log)
@@ -377,7 +393,7 @@ static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, s
             size_t n = mt_select_neighbours(w->search[second], w->nsearch[second], second ? g2 : g1,
                                             refine_params[i], pick);
             to_all(w, w->search[second], pick, n);
-            preload(w, pick, n, 0);
+            preload(w, pick, n, NULL);
             for (size_t k = 0; k < n && !st; k++) {
                 if (pick[k] == (size_t)-1)
                     continue;
@@ -506,22 +522,6 @@ static mt_status done_by_other_run(worker *w, const mt_db_key *key, int64_t M, i
     return MT_OK;
 }
 
-/* Stage 1's GEMM2 for GEMM1 tile g1: its own GEMM2 tile (the store
- * sibling), or where the GEMM2 filters refuse that tile, the best-modelled
- * GEMM2 they admit for g1's row blocks; NULL: none. */
-static const mt_variant *stage1_gemm2(worker *w, const mt_problem *p, const mt_variant *g1)
-{
-    const size_t sib = mt_find_store_sibling(w->all, w->nall, g1);
-    if (sib != (size_t)-1 && admitted(w->o, &w->all[sib], 2))
-        return &w->all[sib];
-    size_t pick;
-    if (mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(g1, "BLOCK_M", 0),
-                        w->prov.sm_count, 1, &pick) == 0)
-        return NULL;
-    to_all(w, w->search[1], &pick, 1);
-    return pick == (size_t)-1 ? NULL : &w->all[pick];
-}
-
 static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
@@ -590,7 +590,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
                              pick + n1);
         to_all(w, w->defaults, pick + n1, nd);
     }
-    preload(w, pick, n1 + nd, 1);
+    preload(w, pick, n1 + nd, &p);
     for (size_t i = 0; i < n1 + nd && !st; i++) {
         if (pick[i] == (size_t)-1)
             continue;
@@ -614,7 +614,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         size_t n2 = mt_select_stage(w->search[1], w->nsearch[1], &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
                                     w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
         to_all(w, w->search[1], pick, n2);
-        preload(w, pick, n2, 0);
+        preload(w, pick, n2, NULL);
         for (size_t i = 0; i < n2 && !st; i++) {
             if (pick[i] == (size_t)-1 ||
                 (!strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
