@@ -254,12 +254,12 @@ static const mt_variant *stage1_gemm2(worker *w, const mt_problem *p, const mt_v
     return pick == (size_t)-1 ? NULL : &w->all[pick];
 }
 
-/* Compile the n candidates of w->all at pick (with `pairs`, the problem:
- * GEMM1s, each with the GEMM2 stage 1 times it with; else GEMM2s) in one
- * parallel batch before they are timed one by one; a failure here is only
- * noted: each measurement compiles what is missing and records its own
- * failure. */
-static void preload(worker *w, const size_t *pick, size_t n, const mt_problem *pairs)
+/* Compile the n candidates of w->all at pick (and with `partner`, each
+ * one's partner[i] too, where not NULL: the GEMM2 a stage-1 GEMM1 is
+ * timed with) in one parallel batch before they are timed one by one; a
+ * failure here is only noted: each measurement compiles what is missing
+ * and records its own failure. */
+static void preload(worker *w, const size_t *pick, size_t n, const mt_variant *const *partner)
 {
     if (!w->be.preload || n == 0)
         return;
@@ -271,9 +271,8 @@ static void preload(worker *w, const size_t *pick, size_t n, const mt_problem *p
         if (pick[i] == (size_t)-1)
             continue;
         v[k++] = w->all[pick[i]];
-        const mt_variant *g2 = pairs ? stage1_gemm2(w, pairs, &w->all[pick[i]]) : NULL;
-        if (g2 && g2 != &w->all[pick[i]])
-            v[k++] = *g2;
+        if (partner && partner[i] && partner[i] != &w->all[pick[i]])
+            v[k++] = *partner[i];
     }
     char msg[1024];
     if (w->be.preload(w->be.self, v, k, msg, sizeof msg) && w->o->log)
@@ -557,7 +556,9 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     int foreign = 0;   /* this M's stored pipeline is of other templates */
     const int max = o->max_candidates > 0 ? o->max_candidates : 12;
     size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
-    if (!pick) {
+    /* Stage 1's GEMM2 for each pick (stage1_gemm2), found once. */
+    const mt_variant **pair2 = calloc(2 * (size_t)max + 1, sizeof *pair2);
+    if (!pick || !pair2) {
         st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -590,13 +591,12 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
                              pick + n1);
         to_all(w, w->defaults, pick + n1, nd);
     }
-    preload(w, pick, n1 + nd, &p);
+    for (size_t i = 0; i < n1 + nd; i++)
+        pair2[i] = pick[i] == (size_t)-1 ? NULL : stage1_gemm2(w, &p, &w->all[pick[i]]);
+    preload(w, pick, n1 + nd, pair2);
     for (size_t i = 0; i < n1 + nd && !st; i++) {
-        if (pick[i] == (size_t)-1)
-            continue;
-        const mt_variant *g1 = &w->all[pick[i]];
-        const mt_variant *g2 = stage1_gemm2(w, &p, g1);
-        if (!g2)
+        const mt_variant *g1 = pick[i] == (size_t)-1 ? NULL : &w->all[pick[i]], *g2 = pair2[i];
+        if (!g1 || !g2)
             continue;
         if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
             continue;   /* the default pair: measured above */
@@ -639,6 +639,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
 done:
     free(pick);
+    free(pair2);
     w->be.close_item(w->be.self);
     return st;
 }
