@@ -558,17 +558,21 @@ int gen_template_decode_name(const gen_template *t, const char *name, int *point
 mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *point, char *msg,
                              size_t msg_size)
 {
-    if (v->nparams != t->nparams)
-        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has %d parameters; "
-                       "template %s declares %d", v->name, v->nparams, t->family, t->nparams);
+    /* A variant recorded before a parameter with an omit_in_name value was
+     * added lacks it: it is that value's point (its name is the same). */
+    int recorded = 0;
     for (int i = 0; i < t->nparams; i++) {
         const char *val = mt_variant_get(v, t->params[i].name);
-        point[i] = val ? gen_template_value_index(t, i, val) : -1;
+        recorded += val != NULL;
+        point[i] = val ? gen_template_value_index(t, i, val) : t->params[i].omit;
         if (point[i] < 0)
             return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s: parameter '%s' = "
                            "'%s' is not in template %s's domain", v->name, t->params[i].name,
                            val ? val : "(missing)", t->family);
     }
+    if (v->nparams != recorded)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has %d parameters; "
+                       "template %s declares %d", v->name, v->nparams, t->family, t->nparams);
     return MT_OK;
 }
 

@@ -156,6 +156,57 @@ static void test_refresh_kernels(void **state)
     mt_gen_close(g);
 }
 
+/* v without parameter `name`, as a kernel stored before it was added. */
+static mt_variant without_param(const mt_variant *v, const char *name)
+{
+    mt_variant out = *v;
+    out.nparams = 0;
+    for (int i = 0; i < v->nparams; i++)
+        if (strcmp(v->params[i].name, name))
+            out.params[out.nparams++] = v->params[i];
+    assert_int_equal(out.nparams, v->nparams - 1);
+    return out;
+}
+
+/* A kernel stored before a parameter with an omit_in_name value was added
+ * (grouped_gemm_sm90's SWAP, "no") is that value's point: it resolves,
+ * and a refresh brings it up to date when its source is the same. Without
+ * a parameter that has no such value it is of other templates. */
+static void test_refresh_added_parameter(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    size_t n = 0;
+    mt_variant *v = mt_test_sm90a_defaults(g, "grouped_gemm_sm90", &n);
+    size_t i = 0;
+    while (i < n && strcmp(mt_variant_get(&v[i], "SWAP"), "no"))
+        i++;
+    assert_true(i < n);
+    mt_variant before = without_param(&v[i], "SWAP"), out;
+    assert_int_equal(mt_gen_resolve(g, &before, &out), MT_OK);
+    assert_string_equal(mt_variant_get(&out, "SWAP"), "no");
+    assert_string_equal(out.name, v[i].name);
+    mt_variant no_stages = without_param(&v[i], "STAGES");
+    assert_int_equal(mt_gen_resolve(g, &no_stages, &out), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "STAGES"));
+
+    const char *path = mt_test_tmpdir("refresh_added");
+    char file[700], now[65];
+    snprintf(file, sizeof file, "%s/r.db", path);
+    assert_int_equal(mt_gen_template_hash(g, "grouped_gemm_sm90", now), MT_OK);
+    mt_db *db = mt_fix_open_db(file, MT_DB_CREATE);
+    put(db, g, &before, NULL, "0123456789abcdef");
+    mt_refresh_stats s;
+    char msg[1024];
+    assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.refreshed, 1);
+    assert_int_equal(s.changed + s.unknown, 0);
+    assert_string_equal(origin(db, &before), now);
+    mt_db_close(db);
+    free(v);
+    mt_gen_close(g);
+}
+
 /* What the current templates make of a stored variant, without walking the
  * family: the same variant for a current one; refusals named. */
 static void test_resolve(void **state)
@@ -236,6 +287,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refresh_kernels),
         cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_refresh_added_parameter),
         cmocka_unit_test(test_shipped_database),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

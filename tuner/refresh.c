@@ -70,8 +70,16 @@ static mt_status judge(mt_gen *g, const stored *s, char hash[65], verdict *out,
     }
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
+    /* A parameter added since (with its omit_in_name value, the only one
+     * resolve fills in) is no change of the kernel: compare the rest. */
+    mt_variant cur_as_stored = cur;
+    cur_as_stored.nparams = 0;
+    for (int i = 0; i < cur.nparams; i++)
+        if (mt_variant_get(&s->v, cur.params[i].name))
+            cur_as_stored.params[cur_as_stored.nparams++] = cur.params[i];
     char was[4096], now[4096];
-    if (mt_variant_format(&s->v, was, sizeof was) || mt_variant_format(&cur, now, sizeof now))
+    if (mt_variant_format(&s->v, was, sizeof was) ||
+        mt_variant_format(&cur_as_stored, now, sizeof now))
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "%s: variant text too long",
                        s->v.name);
     if (strcmp(was, now)) {
