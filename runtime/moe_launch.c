@@ -52,9 +52,11 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
      * (per SM as its registers and shared memory allow, at least one), so
      * that a small tile runs two or three CTAs per SM whose loads and
      * epilogues overlap each other's. "pingpong" is persistent too (its
-     * two computing warpgroups take the CTA's tiles in turn). */
+     * two computing warpgroups take the CTA's tiles in turn). A wide
+     * act_quant (UNITS > 1) gets that many CTAs at least (launch_quant). */
     const char *pipe = mt_variant_get(v, "PIPE");
-    if (pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) {
+    const int wide_quant = !strcmp(v->family, "act_quant") && mt_variant_int(v, "UNITS", 1) > 1;
+    if ((pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) || wide_quant) {
         CUdevice dev;
         int sms, per_sm = 0;
         MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
@@ -601,13 +603,25 @@ static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, m
                               size_t msg_size)
 {
     const char *gran = mt_variant_get(&k->v, "gran");
-    const int tensor = !strcmp(gran, "tensor");
+    const int tensor = !strcmp(gran, "tensor"), token = !strcmp(gran, "token");
     /* Threads of the work: 8-element chunks (tensor), a warp per row
-     * (token), 16 lanes per 128-column group of a row (block). */
+     * (token), 16 lanes per 128-column group of a row (block). A thread of
+     * a wide variant takes up to UNITS chunks or groups, as many as the
+     * grid leaves it (act_quant_wide.cuh): the grid is the one that gives
+     * each UNITS, but at least the CTAs the GPU holds at once
+     * (k->max_ctas) and at most one unit a thread, so that a small tensor
+     * is not left to a few CTAs. (Token: a lane takes UNITS chunks of its
+     * warp's row per pass; the grid stays a warp per row.) */
     const int64_t threads = tensor ? (int64_t)qa->rows * (qa->n / 8)
-                            : !strcmp(gran, "token") ? (int64_t)qa->rows * 32
-                                                     : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
+                            : token ? (int64_t)qa->rows * 32
+                                    : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
+    const int64_t units = token ? 1 : mt_variant_int(&k->v, "UNITS", 1);
     unsigned grid = elementwise_grid(k, threads);
+    if (units > 1) {
+        const unsigned wide = elementwise_grid(k, (threads + units - 1) / units);
+        const unsigned least = k->max_ctas > 0 ? (unsigned)k->max_ctas : 0;
+        grid = wide > least ? wide : grid < least ? grid : least;
+    }
     mt_status st;
     if (tensor && !qa->static_scale) {
         qa->phase = 0;

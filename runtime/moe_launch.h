@@ -46,9 +46,10 @@ typedef struct mt_kernel {
     CUfunction fn;
     int pdl;   /* the image carries mt_pdl_aware: it keeps the launch protocol
                 * of mt_device.cuh and may start under the step ahead */
-    int max_ctas;   /* a persistent kernel (PIPE persist or pingpong): its grid is capped at
-                     * the CTAs the GPU holds at once (SMs x CTAs per SM), its
-                     * CTAs walk the tiles; 0: a CTA per tile */
+    int max_ctas;   /* the CTAs the GPU holds at once (SMs x CTAs per SM) of a kernel
+                     * whose grid goes by it: a persistent GEMM (PIPE persist or
+                     * pingpong; its CTAs walk the tiles) takes at most that many,
+                     * a wide act_quant (UNITS > 1) at least; 0: neither */
 } mt_kernel;
 
 /* Load a cubin/PTX image and find v->name in it; raises the dynamic shared

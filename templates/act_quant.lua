@@ -2,7 +2,8 @@
 -- fp8 e4m3 or int8 for the w8a8 GEMMs: the hidden rows before GEMM1 and,
 -- with the activation-and-mul fused in (act = silu/gelu), the GEMM1 output
 -- before GEMM2. Scales per tensor (two launches: amax, then quantize), per
--- row, or per row per 128 columns. Device code: act_quant.cuh.
+-- row, or per row per 128 columns. Device code: act_quant.cuh (ARITH div)
+-- and act_quant_wide.cuh (ARITH steps).
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 local QTYPE = { fp8 = "mt::e4m3_tag", int8 = "mt::s8_tag" }
 local GRAN = { tensor = 1, token = 2, block = 3 }
@@ -17,24 +18,48 @@ return {
     { name = "gran",     abbrev = "", values = { "tensor", "token", "block" } },
     { name = "act",      abbrev = "", values = { "none", "silu", "gelu" } },
     { name = "THREADS",  abbrev = "t", values = { 128, 256, 512 } },
+    -- UNITS and ARITH came later, without a new version: their first
+    -- values are the first kernel (act_quant.cuh), kept as it was so that
+    -- tuned databases stay current, and stay out of the names.
+    -- UNITS: work units (chunks, row groups) a thread loads at once.
+    { name = "UNITS",    abbrev = "u", values = { 1, 4 }, omit_in_name = 1 },
+    -- ARITH: how x / s and silu's division are computed, bit for bit the
+    -- same: "div", an IEEE division per value (act_quant.cuh); "steps",
+    -- one reciprocal per scale and a few correctly rounded operations per
+    -- value, without a branch per value (act_quant_wide.cuh).
+    { name = "ARITH",    abbrev = "a", values = { "div", "steps" }, omit_in_name = "div" },
   },
-  default_set = { { THREADS = 256 } },
+  -- "steps" quantizes without an activation faster (DeepSeek-V3 fp8 M = 4096,
+  -- hidden rows alone: 47.7 against 49.8 us); with silu it was slower
+  -- (Qwen3 fp8 M = 4096: 73.3 against 65.5 us; docs/PERFORMANCE.md,
+  -- session 15), so the activations keep the divisions.
+  default_set = { { THREADS = 256, UNITS = 1, ARITH = "steps", act = "none" },
+                  { THREADS = 256, UNITS = 1, ARITH = "div", act = "silu" },
+                  { THREADS = 256, UNITS = 1, ARITH = "div", act = "gelu" } },
   valid = function(p, target)
     if p.qtype == "fp8" and target.sm < 89 then
       return false, "fp8 e4m3 conversion needs sm_89+"
+    end
+    if p.UNITS > 1 and p.ARITH == "div" then
+      return false, "several units a thread: act_quant_wide.cuh, which computes by steps"
     end
     return true
   end,
   launch = function(p, target) return { threads = p.THREADS, smem = 0 } end,
   render = function(p, name)
+    local wide = p.ARITH == "steps"
     return mt.subst([[
 #include "act_quant.cuh"
-MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
+${WIDE_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_quant_args args)
 {
-    mt::act_quant<${ELEM}, ${QTYPE}, ${GRAN}, ${ACT}, ${THREADS}>(args);
+    mt::${ENTRY}<${ELEM}, ${QTYPE}, ${GRAN}, ${ACT}, ${THREADS}${UNITS}>(args);
 }
 ]], { NAME = name, THREADS = p.THREADS, ELEM = ELEM[p.dtype], QTYPE = QTYPE[p.qtype],
-      GRAN = GRAN[p.gran], ACT = ACT[p.act] })
+      GRAN = GRAN[p.gran], ACT = ACT[p.act],
+      -- After the family's header, as grouped_gemm_sm90's pingpong include.
+      WIDE_INCLUDE = wide and '#include "act_quant_wide.cuh"\n' or "",
+      ENTRY = wide and "act_quant_wide" or "act_quant",
+      UNITS = wide and (", " .. p.UNITS) or "" })
   end,
 }

@@ -232,12 +232,33 @@ static void test_fp8_weight_maps(void **state)
     const int fused = strcmp(epi, "store") != 0;
     expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 512, fused ? 256 : 512,
                fused ? 2 : 1, 8, 1, 2 * 256 * 512, (cuuint32_t)(fused ? bn1 / 2 : bn1));
-    /* The activation quantizers: 16 lanes per 128-column group; the hidden
-     * rows (4096 x 4 groups) before GEMM1, the 8192 slots' GEMM2 inputs (2
-     * groups each) after it. */
+    /* The activation quantizers: 16 lanes per 128-column group, a group a
+     * thread; the hidden rows (4096 x 4 groups) before GEMM1, the 8192
+     * slots' GEMM2 inputs (2 groups each) after it: 1024 CTAs of 256. */
     const int tq = plan.step[MT_STEP_QUANT].v.threads, ta = plan.step[MT_STEP_ACT].v.threads;
-    assert_int_equal(fake.step_grid[MT_STEP_QUANT], (4096 * 4 * 16 + tq - 1) / tq);
-    assert_int_equal(fake.step_grid[MT_STEP_ACT], (8192 * 2 * 16 + ta - 1) / ta);
+    assert_int_equal(tq, 256);
+    assert_int_equal(ta, 256);
+    assert_int_equal(fake.step_grid[MT_STEP_QUANT], 1024);
+    assert_int_equal(fake.step_grid[MT_STEP_ACT], 1024);
+    /* A wide quantizer (UNITS 4) gets 4 groups a thread (256 CTAs), but at
+     * least the CTAs the GPU holds at once (max_ctas; 0: unknown to this
+     * fake driver) and at most a group a thread (1024). */
+    mt_kernel *steps[] = {&plan.step[MT_STEP_QUANT], &plan.step[MT_STEP_ACT]};
+    for (int k = 0; k < 2; k++) {
+        assert_string_equal(mt_variant_get(&steps[k]->v, "ARITH"), "steps");
+        for (int i = 0; i < steps[k]->v.nparams; i++)
+            if (!strcmp(steps[k]->v.params[i].name, "UNITS"))
+                mt_strlcpy(steps[k]->v.params[i].value, "4", sizeof steps[k]->v.params[i].value);
+        assert_int_equal(mt_variant_int(&steps[k]->v, "UNITS", 1), 4);
+    }
+    const struct { int max_ctas; unsigned grid; } cases[] = {{0, 256}, {100, 256}, {700, 700}, {5000, 1024}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        plan.step[MT_STEP_QUANT].max_ctas = plan.step[MT_STEP_ACT].max_ctas = cases[i].max_ctas;
+        fake_driver(1);
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.step_grid[MT_STEP_QUANT], cases[i].grid);
+        assert_int_equal(fake.step_grid[MT_STEP_ACT], cases[i].grid);
+    }
 }
 
 /* A driver without cuTensorMapEncodeTiled: a clear error naming the step,

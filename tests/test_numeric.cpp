@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -187,6 +188,126 @@ static void test_quantizers(void **state)
     }
 }
 
+/* act_quant_wide.cuh's x / s: RN(1/s) once, then three correctly rounded
+ * steps per value, the division itself where the steps are not safe. The
+ * same steps here (the build has -ffp-contract=off; std::fma rounds once). */
+static float wide_divide(float x, float s)
+{
+    const float r = 1.0f / s;
+    if (std::fabs(s) >= 0x1p-64f && std::fabs(s) <= 0x1p64f) {
+        const float q0 = x * r;
+        const float q = std::copysign(std::fma(std::fma(-q0, s, x), r, q0), q0);
+        if (std::fabs(q) <= 1024.0f)
+            return q;
+    }
+    return x / s;
+}
+
+/* Counts the values whose quantization (int8 and e4m3) or quotient, where
+ * the quotient is not below the quantizers' resolution, differs. */
+static long wide_divide_mismatches(float x, float s)
+{
+    const float q = wide_divide(x, s), d = x / s;
+    long bad = 0;
+    if (std::fabs(d) >= 0x1p-12f && bits_of(q) != bits_of(d) && !(std::isnan(q) && std::isnan(d)))
+        bad++;
+    const float qi = std::rint(q), di = std::rint(d);
+    const int qc = std::isnan(q) ? 0 : qi > 127 ? 127 : qi < -127 ? -127 : (int)qi;
+    const int dc = std::isnan(d) ? 0 : di > 127 ? 127 : di < -127 ? -127 : (int)di;
+    if (qc != dc || cuda_e4m3(q) != cuda_e4m3(d))
+        bad++;
+    if (bad && std::getenv("MT_TEST_VERBOSE"))
+        std::printf("x=%a s=%a: %a against %a\n", (double)x, (double)s, (double)q, (double)d);
+    return bad;
+}
+
+/* Every bf16 amax of two binades (the steps scale with the exponent) and
+ * of the extremes, its e4m3 and int8 scales, against every bf16 and fp16
+ * value: those are the values act_quant quantizes (rounded to the element
+ * dtype). Then random floats and scales, static scales far from the values,
+ * and the specials. */
+static void test_wide_divide(void **state)
+{
+    (void)state;
+    std::vector<float> scales;
+    for (uint32_t b = 0x3f80; b < 0x4080; b++)   /* amax in [1, 4) */
+        for (float qmax : {MT_E4M3_MAX, MT_INT8_QMAX})
+            scales.push_back(mt_act_scale(mt_bf16_to_f32((uint16_t)b), qmax == MT_E4M3_MAX
+                                                                           ? MT_DTYPE_FP8_E4M3
+                                                                           : MT_DTYPE_INT8));
+    for (float e : {-140.0f, -126.0f, -70.0f, -64.0f, -20.0f, 20.0f, 64.0f, 70.0f, 120.0f, 127.0f})
+        scales.push_back(std::ldexp(1.37f, (int)e));
+    scales.push_back(1.0f);
+    long bad = 0, n = 0;
+    for (float s : scales) {
+        for (uint32_t b = 0; b < 0x10000; b++) {
+            bad += wide_divide_mismatches(mt_bf16_to_f32((uint16_t)b), s);
+            bad += wide_divide_mismatches(mt_f16_to_f32((uint16_t)b), s);
+            n += 2;
+        }
+    }
+    mt_rng r;
+    mt_rng_seed(&r, 11);
+    for (int i = 0; i < 2000000; i++, n++) {
+        const float x = mt_rng_normal(&r) * std::ldexp(1.0f, (int)(mt_rng_next(&r) % 80) - 40);
+        const float s = (0.5f + mt_rng_uniform(&r)) * std::ldexp(1.0f, (int)(mt_rng_next(&r) % 80) - 40);
+        bad += wide_divide_mismatches(x, s);
+    }
+    for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0e38f, -3.0e38f, 1e-45f, -1e-45f})
+        for (float s : {1.0f, 1e-30f, 1e-40f, 3.0e38f, 0x1p-64f, 0x1p64f}) {
+            bad += wide_divide_mismatches(x, s);
+            n++;
+        }
+    std::printf("wide divide: %ld values, %ld mismatches\n", n, bad);
+    assert_int_equal(bad, 0);
+}
+
+/* act_quant_wide.cuh's silu division x / d, d = 1 + expf(-x): from r0, any
+ * value within an ulp of 1/d (rcp.approx.f32's bound in the PTX ISA), a
+ * Newton step, the quotient and its correction. */
+static float silu_division_steps(float x, float d, float r0)
+{
+    const float r = std::fma(std::fma(-d, r0, 1.0f), r0, r0);
+    const float q0 = x * r;
+    return std::copysign(std::fma(std::fma(-d, q0, x), r, q0), q0);
+}
+
+/* Every bf16 and fp16 x where the steps apply (x in [-40, 2^64], zero or
+ * at least 2^-100 in magnitude), d = 1 + expf(-x) and its neighbours
+ * within 3 ulps (the GPU's expf need not round as the host's) but those of
+ * all-ones significand (silu_steps divides there: an r0 an ulp low lands
+ * the Newton step on a tie), r0 every float within 2 ulps of RN(1/d): the
+ * steps give x / d bit for bit. */
+static void test_silu_division_steps(void **state)
+{
+    (void)state;
+    long bad = 0, n = 0;
+    for (int dtype = 0; dtype < 2; dtype++)
+        for (uint32_t b = 0; b < 0x10000; b++) {
+            const float x = dtype ? mt_f16_to_f32((uint16_t)b) : mt_bf16_to_f32((uint16_t)b);
+            if (!(x >= -40.0f && x <= 0x1p64f && (std::fabs(x) >= 0x1p-100f || x == 0.0f)))
+                continue;
+            float d = 1.0f + std::exp(-x);
+            for (int k = 0; k < 3; k++)
+                d = std::nextafter(d, 0.0f);
+            for (int k = -3; k <= 3; k++, d = std::nextafter(d, INFINITY)) {
+                if ((bits_of(d) & 0x7fffff) == 0x7fffff)
+                    continue;   /* d of all-ones significand: silu_steps divides */
+                float r0 = 1.0f / d;
+                for (int j = 0; j < 2; j++)
+                    r0 = std::nextafter(r0, 0.0f);
+                for (int j = -2; j <= 2; j++, r0 = std::nextafter(r0, INFINITY), n++) {
+                    const float q = silu_division_steps(x, d, r0), want = x / d;
+                    if (bits_of(q) != bits_of(want) && (bad++ < 8 || std::getenv("MT_TEST_VERBOSE")))
+                        std::printf("x=%a d=%a r0=%a: %a against %a\n", (double)x, (double)d,
+                                    (double)r0, (double)q, (double)want);
+                }
+            }
+        }
+    std::printf("silu division steps: %ld cases, %ld mismatches\n", n, bad);
+    assert_int_equal(bad, 0);
+}
+
 static void test_activations(void **state)
 {
     (void)state;
@@ -237,6 +358,8 @@ int main(void)
         cmocka_unit_test(test_float_to_narrow_round_half),
         cmocka_unit_test(test_float_to_narrow_specials),
         cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_wide_divide),
+        cmocka_unit_test(test_silu_division_steps),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_array_conversions),
     };

@@ -94,15 +94,16 @@ static float ffrom(uint32_t u)
     return x;
 }
 
-static void compile_module(void)
+/* NVRTC-compile src for the device's arch (extra_opt: one more option, or
+ * NULL) and load it. */
+static void compile_source(const char *src, const char *file, const char *extra_opt, CUmodule *mod)
 {
     nvrtcProgram prog;
-    assert_int_equal(nvrtcCreateProgram(&prog, kernel_src, "gpu_numeric.cu", 0, NULL, NULL),
-                     NVRTC_SUCCESS);
+    assert_int_equal(nvrtcCreateProgram(&prog, src, file, 0, NULL, NULL), NVRTC_SUCCESS);
     char arch_opt[64];
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", mt_gpu_arch(&env.gpu));
-    const char *opts[] = {arch_opt, "-I" CUDA_INCLUDE_DIR, "--std=c++17"};
-    nvrtcResult rc = nvrtcCompileProgram(prog, 3, opts);
+    const char *opts[] = {arch_opt, "-I" CUDA_INCLUDE_DIR, "--std=c++17", extra_opt};
+    nvrtcResult rc = nvrtcCompileProgram(prog, extra_opt ? 4 : 3, opts);
     if (rc != NVRTC_SUCCESS) {
         size_t n = 0;
         nvrtcGetProgramLogSize(prog, &n);
@@ -111,9 +112,10 @@ static void compile_module(void)
         log[0] = '\0';
         nvrtcGetProgramLog(prog, log);
         if (strstr(log, "cannot open source file"))
-            printf("NVRTC could not find a CUDA header: cuda_bf16.h/cuda_fp16.h/cuda_fp8.h are "
-                   "expected in " CUDA_INCLUDE_DIR " (is the CUDA toolkit installed there?)\n");
-        printf("NVRTC (%s) failed: %s\n%s\n", arch_opt, nvrtcGetErrorString(rc), log);
+            printf("NVRTC could not find a header: cuda_bf16.h/cuda_fp16.h/cuda_fp8.h are "
+                   "expected in " CUDA_INCLUDE_DIR " (is the CUDA toolkit installed there?), "
+                   "the templates' headers in MT_TEMPLATE_DIR\n");
+        printf("NVRTC (%s, %s) failed: %s\n%s\n", file, arch_opt, nvrtcGetErrorString(rc), log);
         free(log);
         fail_msg("NVRTC compilation failed");
     }
@@ -123,8 +125,13 @@ static void compile_module(void)
     assert_non_null(cubin);
     assert_int_equal(nvrtcGetCUBIN(prog, cubin), NVRTC_SUCCESS);
     nvrtcDestroyProgram(&prog);
-    CU(mt_cu.cuModuleLoadData(&env.mod, cubin));
+    CU(mt_cu.cuModuleLoadData(mod, cubin));
     free(cubin);
+}
+
+static void compile_module(void)
+{
+    compile_source(kernel_src, "gpu_numeric.cu", NULL, &env.mod);
     CU(mt_cu.cuModuleGetFunction(&env.decode, env.mod, "decode"));
     CU(mt_cu.cuModuleGetFunction(&env.encode, env.mod, "encode"));
     CU(mt_cu.cuModuleGetFunction(&env.quant, env.mod, "quant"));
@@ -339,6 +346,100 @@ static void test_quantizers(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* act_quant_wide.cuh's division steps, run from the templates' own header
+ * (MT_TEMPLATE_DIR) as its kernels run them, fallback included: silu_steps
+ * against silu() bit for bit; chunk_quotients (unbounded, and bounded where
+ * |x / s| <= 448.5) quantized to int8 and e4m3 by quantize_pair against
+ * quantize() of x and s, byte for byte, and against x / s bit for bit where
+ * that is at least 2^-12 (below, every quotient quantizes to a signed
+ * zero). For every bf16 and fp16 value x (the values act_quant quantizes),
+ * against the scales of every bf16 amax in [1, 4) (the steps scale with the
+ * exponent) and of the extremes. */
+static const char wide_src[] =
+    "#include \"act_quant_wide.cuh\"\n"
+    "__device__ void check(float x, float s, float q, unsigned *bad) {\n"
+    "  const float ref = x / s;\n"
+    "  if (fabsf(ref) >= 0x1p-12f && ref == ref && __float_as_uint(q) != __float_as_uint(ref))\n"
+    "    atomicAdd(&bad[1], 1u);\n"
+    "  if ((mt::quantize_pair<mt::e4m3_tag>(q, 0.0f) & 0xff) != mt::quantize<mt::e4m3_tag>(x, s) ||\n"
+    "      (mt::quantize_pair<mt::s8_tag>(q, 0.0f) & 0xff) != mt::quantize<mt::s8_tag>(x, s))\n"
+    "    atomicAdd(&bad[2], 1u);\n"
+    "}\n"
+    "extern \"C\" __global__ void wide_steps(const float *x, unsigned n, const float *s,\n"
+    "    unsigned ns, unsigned *bad, unsigned *slow) {\n"
+    "  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i >= n) return;\n"
+    "  const float v = x[i];\n"
+    "  bool sl = false;\n"
+    "  float g = mt::silu_steps(v, sl);\n"
+    "  if (sl) { g = mt::silu(v); atomicAdd(&slow[0], 1u); }\n"
+    "  if (__float_as_uint(g) != __float_as_uint(mt::silu(v))) atomicAdd(&bad[0], 1u);\n"
+    "  float v8[8], q[8];\n"
+    "  for (int k = 0; k < 8; k++) v8[k] = v;\n"
+    "  for (unsigned j = 0; j < ns; j++) {\n"
+    "    const mt::divisor d = mt::divisor_of(s[j]);\n"
+    "    mt::chunk_quotients(v8, d, false, q);\n"
+    "    check(v, s[j], q[7], bad);\n"
+    "    if (fabsf(v / s[j]) <= 448.5f) {\n"
+    "      mt::chunk_quotients(v8, d, true, q);\n"
+    "      check(v, s[j], q[7], bad);\n"
+    "      atomicAdd(&slow[1], 1u);\n"
+    "    }\n"
+    "  }\n"
+    "}\n";
+
+static void test_wide_division_steps(void **state)
+{
+    (void)state;
+    const char *tdir = getenv("MT_TEMPLATE_DIR");
+    if (!tdir || !*tdir)
+        fail_msg("MT_TEMPLATE_DIR is not set (CTest and scripts/gpu-env.sh set it to the templates)");
+    char inc[1100];
+    snprintf(inc, sizeof inc, "-I%s", tdir);
+    CUmodule mod;
+    CUfunction f;
+    compile_source(wide_src, "wide_steps.cu", inc, &mod);
+    CU(mt_cu.cuModuleGetFunction(&f, mod, "wide_steps"));
+    const unsigned n = 2u << 16;
+    float *x = malloc((size_t)n * 4), s[600];
+    assert_non_null(x);
+    for (unsigned b = 0; b < 0x10000; b++) {
+        x[b] = mt_bf16_to_f32((uint16_t)b);
+        x[0x10000 + b] = mt_f16_to_f32((uint16_t)b);
+    }
+    unsigned ns = 0;
+    for (uint32_t b = 0x3f80; b < 0x4080; b++) {
+        s[ns++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_FP8_E4M3);
+        s[ns++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_INT8);
+    }
+    static const int ex[] = {-140, -126, -70, -64, -20, 20, 64, 70, 120, 127};
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
+        s[ns++] = ldexpf(1.37f, ex[i]);
+    s[ns++] = 1.0f;
+    CUdeviceptr dx = dalloc((size_t)n * 4), ds = dalloc(ns * 4), dbad = dalloc(12), dslow = dalloc(8);
+    CU(mt_cu.cuMemcpyHtoD(dx, x, (size_t)n * 4));
+    CU(mt_cu.cuMemcpyHtoD(ds, s, ns * 4));
+    CU(mt_cu.cuMemsetD8(dbad, 0, 12));
+    CU(mt_cu.cuMemsetD8(dslow, 0, 8));
+    unsigned nn = n;
+    void *args[] = {&dx, &nn, &ds, &ns, &dbad, &dslow};
+    launch(f, n, args);
+    unsigned bad[3], slow[2];
+    CU(mt_cu.cuMemcpyDtoH(bad, dbad, 12));
+    CU(mt_cu.cuMemcpyDtoH(slow, dslow, 8));
+    printf("wide steps: silu %u values (%u by silu() itself), %u differ; quotients of %u pairs "
+           "(%u of them bounded too): %u differ from the division, %u quantize otherwise\n", n,
+           slow[0], bad[0], n * ns, slow[1], bad[1], bad[2]);
+    CUdeviceptr all[] = {dx, ds, dbad, dslow};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        mt_cu.cuMemFree(all[i]);
+    mt_cu.cuModuleUnload(mod);
+    free(x);
+    assert_int_equal(bad[0], 0);
+    assert_int_equal(bad[1], 0);
+    assert_int_equal(bad[2], 0);
+}
+
 int main(void)
 {
     mt_test_require_gpu();
@@ -347,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_decode_all_encodings),
         cmocka_unit_test(test_encode_sweep),
         cmocka_unit_test(test_quantizers),
+        cmocka_unit_test(test_wide_division_steps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

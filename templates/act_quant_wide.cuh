@@ -1,0 +1,371 @@
+/*
+ * act_quant's ARITH "steps" variants (act_quant.lua): the quantization of
+ * act_quant.cuh, value for value, with less work per value, and with UNITS
+ * 4 more loads in flight. act_quant.cuh's kernel (ARITH "div") stays as it
+ * is, so that the kernels tuned databases store keep their source.
+ *
+ * - A thread issues the loads of up to UNITS work units before it uses any
+ *   of them: 8-value chunks (GRAN 1), chunks of its warp's row per pass
+ *   (GRAN 2), 128-column groups (GRAN 3, a warp's groups consecutive in
+ *   memory). One unit per thread left each thread a chain of load, reduce,
+ *   store with nothing to hide the load's latency. GRAN 1 and 3 take fewer
+ *   than UNITS where the grid has threads to spare: the launcher gives a
+ *   small tensor at least a full GPU of CTAs.
+ * - x / s costs one IEEE division per scale, for r = 1/s, and three
+ *   correctly rounded operations per value (quotient_steps), the e4m3
+ *   conversion one instruction per two values; silu's
+ *   division, the steps of the division's own fast path without its branch
+ *   per value (silu_steps). Both are bit for bit the divisions they stand
+ *   for; a chunk where they do not apply is done again with the divisions
+ *   (one branch a chunk, rarely taken). Row and group indices come from one
+ *   division per pass, in 32 bits where they fit.
+ */
+#pragma once
+#include "act_quant.cuh"
+
+namespace mt {
+
+/* x / s, correctly rounded, from r = RN(1/s): q0 = RN(x r) is within an ulp
+ * of x / s, e = x - q0 s is exact (one fma), and RN(q0 + e r) is the
+ * correctly rounded quotient (Markstein's correction; the sign of q0 keeps
+ * a zero's sign, -0 + 0 being +0). It needs r normal and no overflow on the
+ * way, which chunk_quotients sees to. Checked against the division over
+ * every bf16 and fp16 value and the scales of every bf16 amax
+ * (tests/test_numeric.cpp mirrors these steps; tests/gpu/gpu_numeric.c
+ * runs chunk_quotients). */
+struct divisor {
+    float s, r;
+    bool fast;   /* s in [2^-64, 2^64]: r normal */
+};
+
+__device__ __forceinline__ divisor divisor_of(float s)
+{
+    const float a = fabsf(s);
+    return {s, 1.0f / s, a >= 0x1p-64f && a <= 0x1p64f};
+}
+
+__device__ __forceinline__ float quotient_steps(float x, const divisor &d)
+{
+    const float q0 = __fmul_rn(x, d.r);
+    return copysignf(__fmaf_rn(__fmaf_rn(-q0, d.s, x), d.r, q0), q0);
+}
+
+/* q = v / d.s for a chunk, bit for bit: by quotient_steps, or by the
+ * division for the whole chunk where they may not apply: a scale outside
+ * [2^-64, 2^64], or, unless the values are bounded, a quotient that does
+ * not come out finite and under 2^10 in magnitude (an inf or NaN value, a
+ * static scale far below the values). Bounded: the scale is the amax of
+ * values that include these over qmax, so every quotient is at most qmax
+ * (a NaN value, which the amax passes over, quantizes as the division's
+ * NaN does). */
+__device__ __forceinline__ void chunk_quotients(const float (&v)[8], const divisor &d, bool bounded,
+                                                float (&q)[8])
+{
+    bool slow = !d.fast;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        q[i] = quotient_steps(v[i], d);
+        if (!bounded)
+            slow |= !(fabsf(q[i]) <= 1024.0f);
+    }
+    if (slow) {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            q[i] = v[i] / d.s;
+    }
+}
+
+/* silu(x) of mt_device.cuh, bit for bit: its IEEE division x / d, d = 1 +
+ * expf(-x), as the division's own fast path computes it (an approximate
+ * reciprocal, a Newton step, the quotient and its correction), without the
+ * division's range check and branch per value. *slow is set, and the caller
+ * then calls silu() itself, where x is outside [-40, 2^64] (d past 2^58, an
+ * inf or NaN) or nonzero under 2^-100 in magnitude (a residual that could
+ * lose bits), and where d's significand is all ones: there a reciprocal an
+ * ulp low makes the Newton step land on a tie. tests/test_numeric.cpp
+ * checks the steps for every reciprocal within 2 ulps of 1/d (rcp.approx
+ * is within one) over every bf16 and fp16 x; tests/gpu/gpu_numeric.c runs
+ * this function against silu() on the GPU for all of them. */
+__device__ __forceinline__ float silu_steps(float x, bool &slow)
+{
+    const float d = 1.0f + expf(-x);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+    r = __fmaf_rn(__fmaf_rn(-d, r, 1.0f), r, r);
+    const float q0 = __fmul_rn(x, r);
+    const float q = copysignf(__fmaf_rn(__fmaf_rn(-d, q0, x), r, q0), q0);
+    slow |= !(x >= -40.0f && x <= 0x1p64f && (fabsf(x) >= 0x1p-100f || x == 0.0f)) ||
+            (__float_as_uint(d) & 0x7fffffu) == 0x7fffffu;
+    return q;
+}
+
+/* quantize<Q>(x, s) of mt_device.cuh for two quotients a and b: a in the
+ * low byte, b above it (e4m3x2 converts both at once). */
+template <class Q> __device__ __forceinline__ uint32_t quantize_pair(float a, float b);
+template <> __device__ __forceinline__ uint32_t quantize_pair<s8_tag>(float a, float b)
+{
+    const uint32_t qa = (uint8_t)(int8_t)min(127, max(-127, __float2int_rn(a)));
+    const uint32_t qb = (uint8_t)(int8_t)min(127, max(-127, __float2int_rn(b)));
+    return qa | qb << 8;
+}
+template <> __device__ __forceinline__ uint32_t quantize_pair<e4m3_tag>(float a, float b)
+{
+    uint16_t r;   /* the first operand goes to the high byte */
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(b), "f"(a));
+    return r;
+}
+
+/* One chunk (8 values) as loaded: the values, and with an activation the
+ * up half; the router weight when the rows carry one. */
+struct chunk_raw {
+    vec8 x, u;
+    float w;
+};
+
+template <class T, int ACT>
+__device__ __forceinline__ void load_chunk(const mt_quant_args &a, int r, int c, chunk_raw &k)
+{
+    const T *in = static_cast<const T *>(a.in) + (int64_t)(r / a.row_div) * a.ld_in + c * 8;
+    k.x = *reinterpret_cast<const vec8 *>(in);
+    if constexpr (ACT >= 0)
+        k.u = *reinterpret_cast<const vec8 *>(in + a.n);
+    else
+        k.w = a.row_weight ? a.row_weight[r] : 1.0f;
+}
+
+/* The values the oracle quantizes, rounded as quant_values rounds them;
+ * silu by silu_steps, the chunk again by silu() where they do not apply. */
+template <class T, int ACT>
+__device__ __forceinline__ void chunk_values(const mt_quant_args &a, const chunk_raw &k, float (&v)[8])
+{
+    if constexpr (ACT == 0) {
+        bool slow = false;
+        float g[8];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            g[2 * q] = silu_steps(lo_of<T>(k.x.w[q]), slow);
+            g[2 * q + 1] = silu_steps(hi_of<T>(k.x.w[q]), slow);
+        }
+        if (slow) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                g[2 * q] = silu(lo_of<T>(k.x.w[q]));
+                g[2 * q + 1] = silu(hi_of<T>(k.x.w[q]));
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            v[2 * q] = round_to<T>(g[2 * q] * lo_of<T>(k.u.w[q]));
+            v[2 * q + 1] = round_to<T>(g[2 * q + 1] * hi_of<T>(k.u.w[q]));
+        }
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        if constexpr (ACT > 0) {
+            v[2 * q] = round_to<T>(activate<ACT>(lo_of<T>(k.x.w[q])) * lo_of<T>(k.u.w[q]));
+            v[2 * q + 1] = round_to<T>(activate<ACT>(hi_of<T>(k.x.w[q])) * hi_of<T>(k.u.w[q]));
+        } else {
+            v[2 * q] = lo_of<T>(k.x.w[q]);
+            v[2 * q + 1] = hi_of<T>(k.x.w[q]);
+            if (a.row_weight) {
+                v[2 * q] = round_to<T>(v[2 * q] * k.w);
+                v[2 * q + 1] = round_to<T>(v[2 * q + 1] * k.w);
+            }
+        }
+    }
+}
+
+/* The chunk's quantized values (bounded: chunk_quotients). */
+template <class Q>
+__device__ __forceinline__ void store_chunk(const mt_quant_args &a, int r, int c, const float (&v)[8],
+                                            const divisor &d, bool bounded)
+{
+    float q[8];
+    chunk_quotients(v, d, bounded, q);
+    const uint32_t lo = quantize_pair<Q>(q[0], q[1]) | quantize_pair<Q>(q[2], q[3]) << 16;
+    const uint32_t hi = quantize_pair<Q>(q[4], q[5]) | quantize_pair<Q>(q[6], q[7]) << 16;
+    uint2 *dst = reinterpret_cast<uint2 *>(a.q + (int64_t)r * a.n + c * 8);
+    *dst = make_uint2(lo, hi);
+}
+
+/* i / n and i % n, in 32 bits when i fits. */
+__device__ __forceinline__ void split_index(int64_t i, int n, int &quot, int &rem)
+{
+    if (i <= 0x7fffffff) {
+        quot = (int)((uint32_t)i / (uint32_t)n);
+        rem = (int)((uint32_t)i - (uint32_t)quot * (uint32_t)n);
+    } else {
+        quot = (int)(i / n);
+        rem = (int)(i % n);
+    }
+}
+
+/* Units a thread takes per pass: UNITS, or fewer where the grid has more
+ * threads than that needs (the launcher gives a small tensor more CTAs,
+ * runtime/moe_launch.c), at least one. */
+template <int UNITS> __device__ __forceinline__ int units_per_pass(int64_t units, int64_t takers)
+{
+    const int64_t per = (units + takers - 1) / takers;
+    return per < 1 ? 1 : per > UNITS ? UNITS : (int)per;
+}
+
+/* GRAN 1, one phase: grid-stride over blocks of THREADS x per chunks,
+ * chunk j of a thread THREADS after its chunk j - 1 (coalesced per j). */
+template <class T, class Q, int ACT, int THREADS, int UNITS>
+__device__ void act_quant_tensor_wide(const mt_quant_args &a)
+{
+    const int chunks = a.n / 8;
+    const int64_t total = (int64_t)a.rows * chunks;
+    const int per = units_per_pass<UNITS>(total, (int64_t)gridDim.x * THREADS);
+    const float s = a.phase == 0 ? 0.0f
+                    : a.static_scale ? a.static_scale[0]
+                                     : act_scale<Q>(__int_as_float(*a.amax));
+    const divisor d = divisor_of(s);
+    if (a.phase == 1 && blockIdx.x == 0 && threadIdx.x == 0)
+        a.scale[0] = s;
+    float m = 0.0f;
+    for (int64_t base = (int64_t)blockIdx.x * THREADS * per + threadIdx.x; base < total;
+         base += (int64_t)gridDim.x * THREADS * per) {
+        chunk_raw k[UNITS];
+        int row[UNITS], col[UNITS];
+        bool ok[UNITS];
+#pragma unroll
+        for (int j = 0; j < UNITS; j++) {
+            const int64_t i = base + (int64_t)j * THREADS;
+            split_index(i, chunks, row[j], col[j]);
+            ok[j] = j < per && i < total && quant_row_live(a, row[j]);
+            if (ok[j])
+                load_chunk<T, ACT>(a, row[j], col[j], k[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < UNITS; j++) {
+            if (!ok[j])
+                continue;
+            float v[8];
+            chunk_values<T, ACT>(a, k[j], v);
+            if (a.phase == 0)
+                m = fmaxf(m, amax8(v));
+            else
+                store_chunk<Q>(a, row[j], col[j], v, d, !a.static_scale);
+        }
+    }
+    if (a.phase == 0) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if ((threadIdx.x & 31) == 0)
+            atomicMax(a.amax, __float_as_int(m));
+    }
+}
+
+/* The chunks of row r that lane `lane` of a warp takes, UNITS chunks apart
+ * by 32 per pass, their loads first: f(c, values) for each. */
+template <class T, int ACT, int UNITS, class F>
+__device__ __forceinline__ void for_row_chunks(const mt_quant_args &a, int r, int lane, F &&f)
+{
+    const int chunks = a.n / 8;
+    for (int c0 = lane; c0 < chunks; c0 += 32 * UNITS) {
+        chunk_raw k[UNITS];
+#pragma unroll
+        for (int j = 0; j < UNITS; j++)
+            if (c0 + 32 * j < chunks)
+                load_chunk<T, ACT>(a, r, c0 + 32 * j, k[j]);
+#pragma unroll
+        for (int j = 0; j < UNITS; j++)
+            if (c0 + 32 * j < chunks) {
+                float v[8];
+                chunk_values<T, ACT>(a, k[j], v);
+                f(c0 + 32 * j, v);
+            }
+    }
+}
+
+/* GRAN 2: a warp per row; the amax pass, then the quantizing pass (its
+ * loads mostly hit the L1). */
+template <class T, class Q, int ACT, int THREADS, int UNITS>
+__device__ void act_quant_token_wide(const mt_quant_args &a)
+{
+    const int lane = threadIdx.x & 31;
+    for (int64_t rr = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; rr < a.rows;
+         rr += (int64_t)gridDim.x * (THREADS / 32)) {
+        const int r = (int)rr;
+        const bool live = quant_row_live(a, r);   /* the same for the whole warp */
+        float m = 0.0f;
+        if (live)
+            for_row_chunks<T, ACT, UNITS>(a, r, lane, [&](int, const float(&v)[8]) { m = fmaxf(m, amax8(v)); });
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float s = act_scale<Q>(m);
+        const divisor d = divisor_of(s);
+        if (live && lane == 0)
+            a.scale[r] = s;
+        if (live)
+            for_row_chunks<T, ACT, UNITS>(a, r, lane,
+                                          [&](int c, const float(&v)[8]) { store_chunk<Q>(a, r, c, v, d, true); });
+    }
+}
+
+/* GRAN 3: 16 lanes per 128-column group as in act_quant.cuh; a warp takes
+ * 2 x per consecutive groups per pass (the half-warps alternate), all
+ * their loads first. */
+template <class T, class Q, int ACT, int THREADS, int UNITS>
+__device__ void act_quant_block_wide(const mt_quant_args &a)
+{
+    const int chunks = a.n / 8, ng = (a.n + 127) / 128;
+    const int64_t units = (int64_t)a.rows * ng, warps = (int64_t)gridDim.x * (THREADS / 32);
+    const int per = units_per_pass<UNITS>(units, 2 * warps);
+    const int sub = threadIdx.x & 15, half = (threadIdx.x >> 4) & 1;
+    for (int64_t w = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; w * 2 * per < units;
+         w += warps) {
+        const int64_t u0 = w * 2 * per + half;
+        int r, g;
+        split_index(u0, ng, r, g);
+        chunk_raw k[UNITS];
+        int row[UNITS], grp[UNITS];
+        bool ok[UNITS];
+#pragma unroll
+        for (int j = 0; j < UNITS; j++) {
+            row[j] = r;
+            grp[j] = g;
+            const int c = g * 16 + sub;
+            ok[j] = j < per && u0 + 2 * j < units && c < chunks && quant_row_live(a, r);
+            if (ok[j])
+                load_chunk<T, ACT>(a, r, c, k[j]);
+            for (g += 2; g >= ng; g -= ng)
+                r++;
+        }
+#pragma unroll
+        for (int j = 0; j < UNITS; j++) {
+            if (j >= per)   /* the same for the whole warp: the shuffles below stay whole */
+                break;
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (ok[j])
+                chunk_values<T, ACT>(a, k[j], v);
+            float m = amax8(v);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float s = act_scale<Q>(m);
+            if (ok[j] && sub == 0)
+                a.scale[(int64_t)row[j] * ng + grp[j]] = s;
+            if (ok[j])
+                store_chunk<Q>(a, row[j], grp[j] * 16 + sub, v, divisor_of(s), true);
+        }
+    }
+}
+
+template <class T, class Q, int GRAN, int ACT, int THREADS, int UNITS>
+__device__ void act_quant_wide(const mt_quant_args &a)
+{
+    pdl_enter();
+    if constexpr (GRAN == 1)
+        act_quant_tensor_wide<T, Q, ACT, THREADS, UNITS>(a);
+    else if constexpr (GRAN == 2)
+        act_quant_token_wide<T, Q, ACT, THREADS, UNITS>(a);
+    else
+        act_quant_block_wide<T, Q, ACT, THREADS, UNITS>(a);
+}
+
+} // namespace mt
