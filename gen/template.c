@@ -570,10 +570,15 @@ mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *po
                            "'%s' is not in template %s's domain", v->name, t->params[i].name,
                            val ? val : "(missing)", t->family);
     }
-    if (v->nparams != recorded)
-        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has %d parameters; "
-                       "template %s declares %d", v->name, v->nparams, t->family, t->nparams);
-    return MT_OK;
+    if (v->nparams == recorded)
+        return MT_OK;
+    for (int i = 0; i < v->nparams; i++)
+        if (gen_template_param_index(t, v->params[i].name) < 0)
+            return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has parameter '%s', "
+                           "which template %s does not declare", v->name, v->params[i].name,
+                           t->family);
+    return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE, "variant %s has %d parameters; template %s "
+                   "declares %d", v->name, v->nparams, t->family, t->nparams);
 }
 
 mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg, int *ok,

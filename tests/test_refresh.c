@@ -189,6 +189,12 @@ static void test_refresh_added_parameter(void **state)
     mt_variant no_stages = without_param(&v[i], "STAGES");
     assert_int_equal(mt_gen_resolve(g, &no_stages, &out), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(mt_gen_errmsg(g), "STAGES"));
+    /* A parameter the template does not declare, in place of the omitted
+     * one: refused, and named. */
+    mt_variant stranger = before;
+    assert_int_equal(mt_variant_add(&stranger, "BOGUS", "1"), MT_OK);
+    assert_int_equal(mt_gen_resolve(g, &stranger, &out), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "'BOGUS'"));
 
     const char *path = mt_test_tmpdir("refresh_added");
     char file[700], now[65];
