@@ -12,6 +12,7 @@
 #include "common/cuda_driver.h"
 #include "common/util.h"
 #include "moetune/gen.h"
+#include "moetune/numeric.h"
 
 const char *mt_test_tmpdir(const char *tag)
 {
@@ -80,4 +81,18 @@ mt_gen *mt_test_open_templates(void)
         fail_msg("templates (MT_TEMPLATE_DIR=%s): %s", getenv("MT_TEMPLATE_DIR") ?
                  getenv("MT_TEMPLATE_DIR") : "(unset)", mt_gen_errmsg(g));
     return g;
+}
+
+size_t mt_test_quant_scales(float *out)
+{
+    size_t n = 0;
+    for (uint32_t b = 0x3f80; b < 0x4080; b++) {
+        out[n++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_FP8_E4M3);
+        out[n++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_INT8);
+    }
+    static const int ex[] = {-140, -126, -70, -64, -20, 20, 64, 70, 120, 127};
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
+        out[n++] = ldexpf(1.37f, ex[i]);
+    out[n++] = 1.0f;
+    return n;
 }

@@ -35,4 +35,12 @@ struct mt_gen *mt_test_open_templates(void);
  * when the walk fails or finds none. */
 struct mt_variant *mt_test_sm90a_defaults(struct mt_gen *g, const char *family, size_t *n);
 
+/* The activation scales the quantizer proofs run against (test_numeric's
+ * and gpu_numeric's): the e4m3 and the int8 scale of every bf16 amax in
+ * [1, 4) (the steps scale with the exponent), scales near the ends of the
+ * float range, and 1. Writes at most MT_TEST_QUANT_SCALES_MAX; returns how
+ * many. */
+#define MT_TEST_QUANT_SCALES_MAX 600
+size_t mt_test_quant_scales(float *out);
+
 #endif

@@ -229,15 +229,8 @@ static long wide_divide_mismatches(float x, float s)
 static void test_wide_divide(void **state)
 {
     (void)state;
-    std::vector<float> scales;
-    for (uint32_t b = 0x3f80; b < 0x4080; b++)   /* amax in [1, 4) */
-        for (float qmax : {MT_E4M3_MAX, MT_INT8_QMAX})
-            scales.push_back(mt_act_scale(mt_bf16_to_f32((uint16_t)b), qmax == MT_E4M3_MAX
-                                                                           ? MT_DTYPE_FP8_E4M3
-                                                                           : MT_DTYPE_INT8));
-    for (float e : {-140.0f, -126.0f, -70.0f, -64.0f, -20.0f, 20.0f, 64.0f, 70.0f, 120.0f, 127.0f})
-        scales.push_back(std::ldexp(1.37f, (int)e));
-    scales.push_back(1.0f);
+    std::vector<float> scales(MT_TEST_QUANT_SCALES_MAX);
+    scales.resize(mt_test_quant_scales(scales.data()));
     long bad = 0, n = 0;
     for (float s : scales) {
         for (uint32_t b = 0; b < 0x10000; b++) {

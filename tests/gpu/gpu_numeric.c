@@ -401,21 +401,13 @@ static void test_wide_division_steps(void **state)
     compile_source(wide_src, "wide_steps.cu", inc, &mod);
     CU(mt_cu.cuModuleGetFunction(&f, mod, "wide_steps"));
     const unsigned n = 2u << 16;
-    float *x = malloc((size_t)n * 4), s[600];
+    float *x = malloc((size_t)n * 4), s[MT_TEST_QUANT_SCALES_MAX];
     assert_non_null(x);
     for (unsigned b = 0; b < 0x10000; b++) {
         x[b] = mt_bf16_to_f32((uint16_t)b);
         x[0x10000 + b] = mt_f16_to_f32((uint16_t)b);
     }
-    unsigned ns = 0;
-    for (uint32_t b = 0x3f80; b < 0x4080; b++) {
-        s[ns++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_FP8_E4M3);
-        s[ns++] = mt_act_scale(mt_bf16_to_f32((uint16_t)b), MT_DTYPE_INT8);
-    }
-    static const int ex[] = {-140, -126, -70, -64, -20, 20, 64, 70, 120, 127};
-    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++)
-        s[ns++] = ldexpf(1.37f, ex[i]);
-    s[ns++] = 1.0f;
+    unsigned ns = (unsigned)mt_test_quant_scales(s);
     CUdeviceptr dx = dalloc((size_t)n * 4), ds = dalloc(ns * 4), dbad = dalloc(12), dslow = dalloc(8);
     CU(mt_cu.cuMemcpyHtoD(dx, x, (size_t)n * 4));
     CU(mt_cu.cuMemcpyHtoD(ds, s, ns * 4));
