@@ -56,7 +56,9 @@ local function shape(p)
   s.threads = s.mma_m * 2 * s.groups + (p.PIPE ~= "sync" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
-  local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
+  -- The fp32 epilogue tile: the whole tile, or EPI_COLS columns of it at a
+  -- time (a buffer of 64 rows per computing warpgroup).
+  local epilogue = p.BLOCK_M * ((p.EPI_COLS > 0 and p.EPI_COLS or p.BLOCK_N) + 4) * 4
   -- + alignment of the swizzled tiles + two mbarriers per stage + the row
   -- tables (A offset, output row, router weight: 20 bytes a row). "persist"
   -- gives the epilogue tile buffers of its own, and has two sets of output
@@ -129,9 +131,13 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" },
-      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong" } }) do
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong" },
+      -- Persistent with the epilogue in column chunks: the widest tile,
+      -- and 128 x 128 (the block modes' widest) a stage deeper than above.
+      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32 },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "persist", EPI_COLS = 64 } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
-                SWAP = "no" }
+                SWAP = "no", EPI_COLS = t.EPI_COLS or 0 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -143,7 +149,8 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 64, BLOCK_N = 128, STAGES = 6, PIPE = "ws" },
       { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
-    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1 }
+    local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
+                EPI_COLS = 0 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -180,6 +187,11 @@ return {
     -- Which operand is the MMA's 64-row side (file comment). Version 7;
     -- "no" stays out of the names, which are those of version 6.
     { name = "SWAP",     abbrev = "sw", values = { "no", "yes" }, omit_in_name = "no" },
+    -- "persist": the epilogue in chunks of this many tile columns, 0 the
+    -- whole tile at once (grouped_gemm_sm90_chunked.cuh). A chunk's smaller
+    -- staging buffer lets wide tiles run persistent: 128 x 256 with four
+    -- stages. Added to version 7: 0 stays out of the names.
+    { name = "EPI_COLS", abbrev = "e",  values = { 0, 32, 64 }, omit_in_name = 0 },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -191,6 +203,7 @@ return {
       if p.PIPE == "sync" then
         return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
       end
+      if p.EPI_COLS > 0 then return false, "an epilogue in column chunks is for unswapped tiles" end
       if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
       if p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
         return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
@@ -205,6 +218,10 @@ return {
       end
     elseif p.PIPE == "pingpong" and p.BLOCK_M ~= 64 then
       return false, "pingpong: each computing warpgroup takes a whole tile of 64 token rows"
+    elseif p.EPI_COLS > 0 and p.PIPE ~= "persist" then
+      return false, "an epilogue in column chunks is for PIPE persist"
+    elseif p.EPI_COLS > 0 and p.BLOCK_N <= p.EPI_COLS then
+      return false, "EPI_COLS: the chunk is the whole tile (EPI_COLS 0)"
     elseif p.BLOCK_M < 64 then
       return false, "BLOCK_M under 64 rows needs swapped operands"
     elseif p.STAGES > 6 then
@@ -230,17 +247,20 @@ return {
   end,
   render = function(p, name)
     local s = shape(p)
-    local pingpong = p.PIPE == "pingpong"
+    -- Pipelines with device code of their own: their header after the
+    -- family's, and their entry point.
+    local own = p.PIPE == "pingpong" and "grouped_gemm_sm90_pingpong"
+                or p.EPI_COLS > 0 and "grouped_gemm_sm90_chunked" or nil
     return mt.subst([[
 #include "grouped_gemm_sm90.cuh"
-${PINGPONG_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
+${OWN_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD};
     static constexpr bool SWAP = ${SWAP};
-    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ mt_gemm_args args)
@@ -253,7 +273,9 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid
       MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p),
       -- After the family's header, so that every variant's source starts
       -- the same (libmoetune stores that prefix once, rt_defaults.h).
-      PINGPONG_INCLUDE = pingpong and '#include "grouped_gemm_sm90_pingpong.cuh"\n' or "",
-      ENTRY = pingpong and "grouped_gemm_sm90_pingpong" or "grouped_gemm_sm90" })
+      OWN_INCLUDE = own and string.format('#include "%s.cuh"\n', own) or "",
+      EPI_COLS = p.EPI_COLS > 0 and string.format("    static constexpr int EPI_COLS = %d;\n", p.EPI_COLS)
+                 or "",
+      ENTRY = own or "grouped_gemm_sm90" })
   end,
 }

@@ -1,0 +1,215 @@
+/*
+ * PIPE 2 ("persist") of the warpgroup-MMA grouped GEMM with its epilogue in
+ * column chunks (Cfg::EPI_COLS > 0): the same persistent CTA as
+ * grouped_gemm_sm90.cuh's "persist" (a copying warpgroup running on into
+ * the next output tile while the computing warpgroups write the last one
+ * out), but the fp32 staging tile holds EPI_COLS columns of a warpgroup's
+ * 64 rows at a time instead of the whole BM x BN tile. The epilogue buffers
+ * then take BM * (EPI_COLS + 4) * 4 bytes instead of BM * (BN + 4) * 4, so
+ * that the 128 x 256 tile fits with four stages of operands (196 KB) and
+ * runs persistent: the tile whose GEMM2 (short K) the non-persistent "ws"
+ * pipeline left half idle (docs/PERFORMANCE.md, session 15).
+ *
+ * Each computing warpgroup writes its own 64 rows through a buffer of its
+ * own, chunk after chunk, with barriers of that warpgroup only (named
+ * barrier 2 + wg): one warpgroup's epilogue does not wait for the other's.
+ * A chunk of the plain epilogue is EPI_COLS consecutive tile columns; of
+ * the fused activation (gate columns first, up columns in the second half
+ * of the tile), EPI_COLS / 2 gate columns and the up columns that pair with
+ * them, staged gate first: the chunk is then a tile of its own, BN =
+ * EPI_COLS, and write_tile (gemm_tile.cuh) writes it as it writes a whole
+ * tile (the same rounding, so the same bytes), with column block
+ * nb * CHUNKS + chunk. The chunks are unrolled at compile time: each names
+ * its accumulator fragments by constant indices, which keeps them in
+ * registers.
+ *
+ * A file of its own, so that the kernels of every other variant, and the
+ * tuned databases holding them, stay as they were. The persistent loop is
+ * grouped_gemm_sm90's PIPE 2 loop with this epilogue in place of
+ * stage_tile + write_tile; stage_chunk scales as stage_fragments
+ * (gemm_tile.cuh) does. Those places move onto these when the family is next retuned as a
+ * whole (an edit to their headers changes every stored kernel's source).
+ */
+#pragma once
+#include "grouped_gemm_sm90.cuh"
+
+namespace mt {
+
+template <class Cfg> struct chunked_shape : sm90_shape<Cfg> {
+    using B = sm90_shape<Cfg>;
+    static constexpr int COLS = Cfg::EPI_COLS, CHUNKS = Cfg::BN / COLS;
+    static constexpr int GROUPS = Cfg::BM / 64;   /* computing warpgroups */
+    static constexpr int LDC = COLS + 4;
+    static constexpr int GROUP_EPI_BYTES = 64 * LDC * 4;
+    static constexpr int EPI_AT = B::PIPE_BYTES;
+    static constexpr int BAR_AT = EPI_AT + GROUPS * GROUP_EPI_BYTES;
+    /* full and empty per stage; filled and free per output-row set */
+    static constexpr int NBARS = 2 * Cfg::STAGES + 4;
+    /* Fragments of 8 columns a chunk takes from each half (the fused
+     * epilogue's gate and up halves) or from the tile. */
+    static constexpr int CHUNK_NT = (B::FUSED ? COLS / 2 : COLS) / 8;
+    static_assert(!Cfg::SWAP && Cfg::PIPE == 2 && Cfg::BM % 64 == 0, "chunked epilogue: persist, unswapped");
+    static_assert(Cfg::BN % COLS == 0 && CHUNK_NT >= 1, "EPI_COLS splits the tile into whole fragments");
+};
+
+/* One chunk of a warpgroup's rows as a tile of its own, for write_tile:
+ * 64 rows, EPI_COLS columns (gate then up when fused). */
+template <class Cfg> struct chunk_cfg : Cfg {
+    static constexpr int BM = 64, BN = Cfg::EPI_COLS, WARPS_M = 4, WARPS_N = 1;
+};
+
+/* This computing thread's fragments of chunk C into its warpgroup's fp32
+ * buffer sC (64 rows, LDC apart), scaled as stage_fragments scales them. */
+template <class Cfg, int C, class Acc, class FAcc>
+__device__ __forceinline__ void stage_chunk(const mt_gemm_args &a, const tile_rows &t, int nb, int warp,
+                                            int lane, const Acc &acc, const FAcc &facc, float *sC)
+{
+    using S = chunked_shape<Cfg>;
+    using Q = typename S::Q;
+    constexpr int HALVES = S::FUSED ? 2 : 1;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = warp * 16 + (lane >> 2) + h * 8;   /* tile row */
+        float sa = 1.f;
+        if constexpr (Q::GRAN == 1) {
+            sa = a.a_scale[0] * a.b_scale[t.expert];
+        } else if constexpr (Q::GRAN == 2) {
+            int64_t arow, crow;
+            int slot;
+            sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
+        }
+#pragma unroll
+        for (int half = 0; half < HALVES; half++)
+#pragma unroll
+            for (int jj = 0; jj < S::CHUNK_NT; jj++) {
+                const int j = half * (S::ACC_NT / 2) + C * S::CHUNK_NT + jj;   /* fragment */
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    const int col = j * 8 + (lane & 3) * 2 + c;   /* tile column */
+                    const int lcol = half * (S::COLS / 2) + jj * 8 + (lane & 3) * 2 + c;
+                    float v;
+                    if constexpr (S::BLOCK) {
+                        v = facc[0][j][h * 2 + c];
+                    } else if constexpr (Q::GRAN == 2) {
+                        int n;
+                        const float sw = weight_row<Cfg>(a, nb, col, &n)
+                                             ? a.b_scale[(int64_t)t.expert * a.N + n]
+                                             : 0.f;
+                        v = (float)acc[0][j][h * 2 + c] * (sa * sw);
+                    } else {
+                        v = (float)acc[0][j][h * 2 + c] * sa;
+                    }
+                    sC[(r & 63) * S::LDC + lcol] = v;
+                }
+            }
+    }
+}
+
+/* The epilogue of one output tile by computing warpgroup wg (thread wtid of
+ * its 128): chunk after chunk, stage then write, between barriers of the
+ * warpgroup (the first one: its last tile's last chunk has been read). */
+template <class Cfg, int C = 0, class Acc, class FAcc>
+__device__ __forceinline__ void write_chunks(const mt_gemm_args &a, const tile_rows &t, int nb, int warp,
+                                             int lane, int wg, int wtid, const Acc &acc, const FAcc &facc,
+                                             float *sC, out_rows rows)
+{
+    using S = chunked_shape<Cfg>;
+    if constexpr (C < S::CHUNKS) {
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+        stage_chunk<Cfg, C>(a, t, nb, warp, lane, acc, facc, sC);
+        asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+        write_tile<chunk_cfg<Cfg>>(a, t, nb * S::CHUNKS + C, sC, wtid, 128, rows);
+        write_chunks<Cfg, C + 1>(a, t, nb, warp, lane, wg, wtid, acc, facc, sC, rows);
+    }
+}
+
+template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
+{
+    using S = chunked_shape<Cfg>;
+    using Acc = typename S::Q::Acc;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+    unsigned char *sA = smem;
+    unsigned char *sB = sA + Cfg::STAGES * S::A_STAGE;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + S::BAR_AT);
+    uint64_t *empty = full + Cfg::STAGES;
+    uint64_t *rows_filled = empty + Cfg::STAGES, *rows_free = rows_filled + 2;
+    /* The A row table, then per set the output rows and router weights. */
+    int64_t *arow_table = reinterpret_cast<int64_t *>(full + S::NBARS);
+    auto rows_of = [&](int set) {
+        return out_rows{arow_table + Cfg::BM * (1 + set),
+                        reinterpret_cast<float *>(arow_table + Cfg::BM * 3) + Cfg::BM * set};
+    };
+
+    const int tid = threadIdx.x;
+    pdl_enter();
+    const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+    if (tid == 0) {
+        for (int s = 0; s < Cfg::STAGES; s++) {
+            mbar_init(&full[s], 128);
+            mbar_init(&empty[s], S::CONSUMERS);
+        }
+        for (int set = 0; set < 2; set++) {
+            mbar_init(&rows_filled[set], 128);
+            mbar_init(&rows_free[set], S::CONSUMERS);
+        }
+    }
+    __syncthreads();
+    /* f(t, nb, n) for each output tile of this CTA that has rows; tile n
+     * (counting those) uses row set n % 2 and K tiles n * k_tiles onwards
+     * of the ring. */
+    auto walk_tiles = [&](auto &&f) {
+        const int ntiles = num_tiles<Cfg>(a);
+        for (int tile = blockIdx.x, n = 0; tile < ntiles; tile += gridDim.x) {
+            tile_rows t;
+            int nb;
+            if (tile_of<Cfg>(a, tile, &t, &nb))
+                f(t, nb, n++);
+        }
+    };
+    if (tid < 128) {
+        if constexpr (S::CONSUMERS > 128)
+            regs_shrink<72>();
+        walk_tiles([&](const tile_rows &t, int nb, int n) {
+            const int set = n & 1;
+            if (n >= 2)   /* the tile two back, written out from this set */
+                mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the A row table may change */
+            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full, empty,
+                           k_tiles, n * k_tiles);
+        });
+        cp_async_wait<0>();
+        return;
+    }
+    if constexpr (S::CONSUMERS > 128)
+        regs_grow<216>();
+    const int ctid = tid - 128, warp = ctid >> 5, lane = tid & 31;
+    /* The warpgroup from a warp shuffle: the same in every lane for ptxas
+     * (grouped_gemm_sm90_pingpong.cuh). */
+    const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
+    float *sC = reinterpret_cast<float *>(smem + S::EPI_AT + wg * S::GROUP_EPI_BYTES);
+    Acc acc[1][S::ACC_NT][4];
+    float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
+    walk_tiles([&](const tile_rows &t, int nb, int n) {
+        const int set = n & 1;
+#pragma unroll
+        for (int j = 0; j < S::ACC_NT; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                acc[0][j][q] = 0;
+                if constexpr (S::BLOCK)
+                    facc[0][j][q] = 0.f;
+            }
+        sm90_scales<Cfg> bs;
+        if constexpr (S::BLOCK)
+            bs.init(a, t, nb, warp, 0, lane);
+        compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+        mbar_wait(&rows_filled[set], (n >> 1) & 1);
+        const out_rows rows = rows_of(set);
+        write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
+                          out_rows{rows.crow + 64 * wg, rows.w + 64 * wg});
+        mbar_arrive(&rows_free[set]);
+    });
+}
+
+} // namespace mt
