@@ -349,6 +349,47 @@ static void test_neighbours_follow_the_loads(void **state)
     free(sv);
 }
 
+/* The 128 x 256 bf16 tile of "ws" (Qwen3's untuned default at large M)
+ * has no whole-tile "persist" twin: its fp32 epilogue tile does not fit
+ * beside four stages. Its PIPE neighbour "persist" is the twin with the
+ * epilogue in column chunks (EPI_COLS), which fits; along EPI_COLS, the
+ * chunked twin of a "persist" 128 x 128 tile. */
+static void test_neighbours_persist_in_chunks(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", "store", &nsv);
+    const mt_variant *ws = NULL, *persist = NULL;
+    for (size_t i = 0; i < nsv; i++) {
+        if (!strcmp(sv[i].name, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_pws_fwait_btma"))
+            ws = &sv[i];
+        if (!strcmp(sv[i].name, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_ppersist_fwait_btma"))
+            persist = &sv[i];
+    }
+    assert_non_null(ws);
+    assert_non_null(persist);
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    size_t n = mt_select_neighbours(sv, nsv, ws, "PIPE", pick);
+    int chunked = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = &sv[pick[i]];
+        if (strcmp(mt_variant_get(v, "PIPE"), "persist"))
+            continue;
+        assert_string_equal(v->name, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist_fwait_"
+                                     "btma_e32");
+        chunked++;
+    }
+    assert_int_equal(chunked, 1);
+    n = mt_select_neighbours(sv, nsv, persist, "EPI_COLS", pick);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_true(mt_variant_int(&sv[pick[i]], "EPI_COLS", 0) == 32 ||
+                    mt_variant_int(&sv[pick[i]], "EPI_COLS", 0) == 64);
+    free(pick);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_default_is_unsplit),
         cmocka_unit_test(test_select_swapped_sm90),
         cmocka_unit_test(test_neighbours_follow_the_loads),
+        cmocka_unit_test(test_neighbours_persist_in_chunks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

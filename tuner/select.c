@@ -189,19 +189,28 @@ static int by_time(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* The parameter that must change with param for some of its values. */
-static const char *follower_of(const char *param) { return !strcmp(param, "PIPE") ? "BLOAD" : NULL; }
+/* The parameters that must change with param for some of its values
+ * (NULL-terminated): a PIPE may need other weight loads ("sync" takes
+ * cp.async only) or, for a wide tile to run "persist", its epilogue in
+ * column chunks. */
+static const char *const *followers_of(const char *param)
+{
+    static const char *const pipe[] = {"BLOAD", "EPI_COLS", NULL}, *const none[] = {NULL};
+    return !strcmp(param, "PIPE") ? pipe : none;
+}
 
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out)
 {
-    const char *have = mt_variant_get(base, param), *follower = follower_of(param);
+    const char *have = mt_variant_get(base, param);
+    const char *const *followers = followers_of(param);
     size_t count = 0;
-    for (int pass = 0; have && pass < (follower ? 2 : 1); pass++)
+    /* Pass 0 frees param alone, pass i > 0 param and followers[i - 1]. */
+    for (int pass = 0; have && (pass == 0 || followers[pass - 1]); pass++)
         for (size_t k = 0; k < n; k++) {
             const char *val = mt_variant_get(&all[k], param);
             if (!val || !strcmp(val, have) || strcmp(all[k].arch, base->arch) ||
-                !mt_variant_differs_only_in(&all[k], base, param, pass ? follower : NULL))
+                !mt_variant_differs_only_in(&all[k], base, param, pass ? followers[pass - 1] : NULL))
                 continue;
             int seen = 0;
             for (size_t j = 0; j < count && !seen; j++)

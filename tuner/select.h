@@ -26,9 +26,11 @@ size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int
 
 /* Stage 3's neighbours of base along param: the variants of all that
  * differ from it in param only, one per other value; for a value that no
- * such variant has, one that also differs in the parameter that must
- * follow param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight
- * loads). Writes indices into out (room for n); returns the count. */
+ * such variant has, one that also differs in a parameter that must follow
+ * param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight loads;
+ * then EPI_COLS, since a wide tile runs "persist" only with its epilogue
+ * in column chunks). Writes indices into out (room for n); returns the
+ * count. */
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out);
 

@@ -371,9 +371,26 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * in flight, warps per CTA and lookahead (UNROLL, WARPS, AHEAD: the first
  * stage takes one tile of each shape, so it times one of them). A PIPE
  * value the tile cannot take with its weight loads comes with the other
- * loads (mt_select_neighbours: "sync" takes cp.async only). */
-static const char *const refine_params[] = {"PREFETCH", "STAGES", "WARPS_N", "PIPE",
-                                            "UNROLL",   "WARPS",  "AHEAD",   NULL};
+ * loads (mt_select_neighbours: "sync" takes cp.async only), and "persist"
+ * for a tile too wide for its whole fp32 epilogue tile comes with the
+ * epilogue in column chunks (EPI_COLS, the next round). First of all,
+ * GEMM1's "epilogue": the activation fused into it or not (the other one
+ * of "store" and the problem's activation), so that the rounds after it
+ * refine the pipeline of whichever won; the first stage's few picks may
+ * all have been of one kind. */
+static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "WARPS_N", "PIPE",
+                                            "EPI_COLS", "UNROLL",   "WARPS",  "AHEAD",   NULL};
+
+/* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
+ * param: along "epilogue", GEMM1 only, and only "store" or the problem's
+ * own activation. */
+static int refinable(const mt_db_key *key, const mt_variant *u, const char *param, int second)
+{
+    if (strcmp(param, "epilogue"))
+        return 1;
+    const char *epi = mt_variant_get(u, "epilogue");
+    return !second && epi && (!strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation)));
+}
 
 static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
 {
@@ -392,10 +409,13 @@ static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, s
             size_t n = mt_select_neighbours(w->search[second], w->nsearch[second], second ? g2 : g1,
                                             refine_params[i], pick);
             to_all(w, w->search[second], pick, n);
+            size_t kept = 0;
+            for (size_t k = 0; k < n; k++)
+                if (pick[k] != (size_t)-1 && refinable(key, &w->all[pick[k]], refine_params[i], second))
+                    pick[kept++] = pick[k];
+            n = kept;
             preload(w, pick, n, NULL);
             for (size_t k = 0; k < n && !st; k++) {
-                if (pick[k] == (size_t)-1)
-                    continue;
                 const mt_variant *u = &w->all[pick[k]];
                 char text[1024];
                 pipeline_text("", second ? g1 : u, second ? u : g2, text, sizeof text);
