@@ -77,10 +77,12 @@
 
 /* Entry points of newer drivers, NULL where the driver lacks them: callers
  * check (CUDA 12: cuLaunchKernelEx for programmatic dependent launch,
- * cuTensorMapEncodeTiled for the TMA descriptors of BLOAD=tma kernels). */
-#define MT_CUDA_DRIVER_OPTIONAL(X)                       \
-    X(cuLaunchKernelEx, "cuLaunchKernelEx")              \
-    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled")
+ * cuTensorMapEncodeTiled for the TMA descriptors of BLOAD=tma kernels,
+ * cuOccupancyMaxActiveClusters for the grid of CTA-pair kernels). */
+#define MT_CUDA_DRIVER_OPTIONAL(X)                                   \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx")                          \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled")              \
+    X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters")
 
 typedef struct mt_cuda_driver {
 #define MT_CU_FIELD(name, sym) __typeof__(name) *name;

@@ -67,6 +67,25 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
                   msg, msg_size);
         k->max_ctas = sms * (per_sm > 1 ? per_sm : 1);
     }
+    /* CTAs in clusters (CLUSTER, a kernel attribute): the grid is whole
+     * clusters, and a persistent one as many as the GPU holds at once
+     * (SMs in a GPC pair up, so that can be fewer than SMs / CLUSTER). */
+    k->cluster = (int)mt_variant_int(v, "CLUSTER", 1);
+    if (k->cluster > 1 && k->max_ctas > 0) {
+        if (!mt_cu.cuOccupancyMaxActiveClusters) {
+            st = mt_errf(msg, msg_size, MT_ERR_NO_DRIVER,
+                         "kernel %s runs in clusters of %d CTAs, and this CUDA driver lacks "
+                         "cuOccupancyMaxActiveClusters (CUDA 12 or newer needed)",
+                         v->name, k->cluster);
+            goto fail;
+        }
+        CUlaunchConfig cfg = {.gridDimX = (unsigned)(k->cluster * k->max_ctas), .gridDimY = 1, .gridDimZ = 1,
+                              .blockDimX = (unsigned)v->threads, .blockDimY = 1, .blockDimZ = 1,
+                              .sharedMemBytes = (unsigned)v->smem_bytes};
+        int clusters = 0;
+        MT_CU_TRY(mt_cu.cuOccupancyMaxActiveClusters(&clusters, k->fn, &cfg), msg, msg_size);
+        k->max_ctas = k->cluster * (clusters > 0 ? clusters : 1);
+    }
     return MT_OK;
 fail:
     mt_kernel_unload(k);
@@ -310,7 +329,9 @@ static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_
  * the tiles). */
 static int64_t gemm_grid(const mt_kernel *k, int64_t tiles)
 {
-    const int64_t ctas = tiles * split_k(k);
+    int64_t ctas = tiles * split_k(k);
+    if (k->cluster > 1)   /* whole clusters */
+        ctas = (ctas + k->cluster - 1) / k->cluster * k->cluster;
     return k->max_ctas > 0 && ctas > k->max_ctas ? k->max_ctas : ctas;
 }
 
@@ -495,7 +516,8 @@ fail:
 /* A BLOAD=tma kernel reads its weight tiles through a TMA descriptor in the
  * argument (templates/moe_args.h b_map): encode it for this launch's B. A
  * box is one 128-byte line of K by the tile's weight rows (half of them per
- * part for a fused activation, whose gate and up rows are parts 0 and 1),
+ * part for a fused activation, whose gate and up rows are parts 0 and 1, or
+ * for CTA pairs),
  * in the 128-byte swizzle the warpgroup MMA reads; rows and K past the ends
  * read as zeros. Other kernels: nothing to do. */
 static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_problem *p,
@@ -521,7 +543,10 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
     const cuuint64_t dims[4] = {(cuuint64_t)g->K, rows, fused ? 2 : 1, (cuuint64_t)p->local_E};
     const cuuint64_t strides[3] = {row_bytes, rows * row_bytes, (cuuint64_t)g->b_expert_stride * es};
     const int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 0);
-    const cuuint32_t box[4] = {(cuuint32_t)(128 / es), (cuuint32_t)(fused ? bn / 2 : bn), 1, 1};
+    /* A CTA pair's copier brings in half a tile: gate or up rows, else
+     * the first or second half of the rows (templates/grouped_gemm_sm90_chunked.cuh). */
+    const int halves = fused || mt_variant_int(&k->v, "CLUSTER", 1) > 1;
+    const cuuint32_t box[4] = {(cuuint32_t)(128 / es), (cuuint32_t)(halves ? bn / 2 : bn), 1, 1};
     const cuuint32_t unit[4] = {1, 1, 1, 1};
     CUtensorMap map;
     _Static_assert(sizeof map == sizeof g->b_map, "b_map holds a CUtensorMap");

@@ -50,6 +50,8 @@ typedef struct mt_kernel {
                      * whose grid goes by it: a persistent GEMM (PIPE persist or
                      * pingpong; its CTAs walk the tiles) takes at most that many,
                      * a wide act_quant (UNITS > 1) at least; 0: neither */
+    int cluster;    /* CTAs per cluster (the variant's CLUSTER; 1: none): the grid is
+                     * whole clusters */
 } mt_kernel;
 
 /* Load a cubin/PTX image and find v->name in it; raises the dynamic shared
