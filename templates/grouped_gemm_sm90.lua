@@ -64,7 +64,8 @@ local function shape(p)
   -- gives the epilogue tile buffers of its own, and has two sets of output
   -- rows with two mbarriers each.
   if p.PIPE == "persist" then
-    s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
+    -- (CTA pairs: a third mbarrier per stage, the peer's word.)
+    s.smem = pipeline + epilogue + 1024 + (p.CLUSTER > 1 and 24 or 16) * p.STAGES + 32 + 32 * p.BLOCK_M
   elseif p.PIPE == "pingpong" then
     -- An epilogue tile per group; four row sets (two per group), each with
     -- two mbarriers, BLOCK_M output rows and weights (12 bytes a row) and
@@ -135,9 +136,11 @@ for _, q in ipairs(QUANTS) do
       -- Persistent with the epilogue in column chunks: the widest tile,
       -- and 128 x 128 (the block modes' widest) a stage deeper than above.
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32 },
-      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "persist", EPI_COLS = 64 } }) do
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "persist", EPI_COLS = 64 },
+      -- The widest one in CTA pairs sharing its weight tiles.
+      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32, CLUSTER = 2 } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
-                SWAP = "no", EPI_COLS = t.EPI_COLS or 0 }
+                SWAP = "no", EPI_COLS = t.EPI_COLS or 0, CLUSTER = t.CLUSTER or 1 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -150,7 +153,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
-                EPI_COLS = 0 }
+                EPI_COLS = 0, CLUSTER = 1 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -192,6 +195,12 @@ return {
     -- staging buffer lets wide tiles run persistent: 128 x 256 with four
     -- stages. Added to version 7: 0 stays out of the names.
     { name = "EPI_COLS", abbrev = "e",  values = { 0, 32, 64 }, omit_in_name = 0 },
+    -- "persist" in column chunks: CTAs in pairs (a cluster of 2) taking two
+    -- row blocks of one column block, the weight tile multicast into both
+    -- by TMA (grouped_gemm_sm90_chunked.cuh). Added to version 7: 1 stays
+    -- out of the names. Correct, and slower than unpaired on the H200 so
+    -- far (docs/PERFORMANCE.md, session 17).
+    { name = "CLUSTER",  abbrev = "c",  values = { 1, 2 }, omit_in_name = 1 },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -204,6 +213,7 @@ return {
         return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
       end
       if p.EPI_COLS > 0 then return false, "an epilogue in column chunks is for unswapped tiles" end
+      if p.CLUSTER > 1 then return false, "CTA pairs are for unswapped tiles" end
       if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
       if p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
         return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
@@ -222,6 +232,12 @@ return {
       return false, "an epilogue in column chunks is for PIPE persist"
     elseif p.EPI_COLS > 0 and p.BLOCK_N <= p.EPI_COLS then
       return false, "EPI_COLS: the chunk is the whole tile (EPI_COLS 0)"
+    elseif p.CLUSTER > 1 and (p.EPI_COLS == 0 or p.BLOAD ~= "tma") then
+      return false, "CTA pairs are for PIPE persist with EPI_COLS and TMA weight loads"
+    elseif p.CLUSTER > 1 and p.GROUP_M % 2 ~= 0 then
+      -- A pair takes consecutive tiles of the raster: with GROUP_M 1 those
+      -- are column blocks of one row block, which share no weights.
+      return false, "CTA pairs need an even GROUP_M (row blocks in pairs)"
     elseif p.BLOCK_M < 64 then
       return false, "BLOCK_M under 64 rows needs swapped operands"
     elseif p.STAGES > 6 then
@@ -260,10 +276,10 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD};
     static constexpr bool SWAP = ${SWAP};
-${EPI_COLS}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}${CLUSTER}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
-extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid_constant__ mt_gemm_args args)
+extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ mt_gemm_args args)
 {
     mt::${ENTRY}<${NAME}_cfg>(args);
 }
@@ -276,6 +292,8 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${NAME}(const __grid
       OWN_INCLUDE = own and string.format('#include "%s.cuh"\n', own) or "",
       EPI_COLS = p.EPI_COLS > 0 and string.format("    static constexpr int EPI_COLS = %d;\n", p.EPI_COLS)
                  or "",
+      CLUSTER = p.CLUSTER > 1 and string.format("    static constexpr int CLUSTER = %d;\n", p.CLUSTER) or "",
+      CLUSTER_DIMS = p.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1) ", p.CLUSTER) or "",
       ENTRY = own or "grouped_gemm_sm90" })
   end,
 }

@@ -23,6 +23,24 @@
  * its accumulator fragments by constant indices, which keeps them in
  * registers.
  *
+ * CTA pairs (Cfg::CLUSTER 2, a cluster of two CTAs): the pair walks the
+ * tiles two at a time, CTA r taking tile 2q + r of the raster (tile_of,
+ * gemm_tile.cuh); with GROUP_M even, those are row blocks 2i and 2i + 1 of
+ * one column block. When both are one expert's ("paired"), each CTA brings
+ * in one half of the weight tile (the gate or up half of a fused tile,
+ * else its first or second BN / 2 rows) and the tensor memory accelerator
+ * multicasts it into both CTAs' stages: the weights cross from L2 to the
+ * SMs once for two tiles, which cuts the traffic that bounds the wide tiles
+ * (docs/PERFORMANCE.md, sessions 15-17). Otherwise each CTA loads its own
+ * weights, and a CTA without a tile in the step runs it anyway (MMAs on
+ * rows it never writes), so that both stay in step. Since a stage may be
+ * written by the peer's copies, the first copying thread, once its own
+ * computing threads gave a stage back (`empty`), tells the peer (an
+ * arrival on the peer's `peer_free` of the stage) and, before it issues
+ * the stage's weight copies, waits for the peer's word on its own. The
+ * pair meets at a cluster barrier after the barriers' set-up and before it
+ * exits (no arrival may reach a CTA that has left).
+ *
  * A file of its own, so that the kernels of every other variant, and the
  * tuned databases holding them, stay as they were. The persistent loop is
  * grouped_gemm_sm90's PIPE 2 loop with this epilogue in place of
@@ -35,6 +53,44 @@
 
 namespace mt {
 
+/* The cluster size of Cfg: its CLUSTER, 1 where it declares none. */
+template <class C, class = void> struct cluster_of {
+    static constexpr int value = 1;
+};
+template <class C> struct cluster_of<C, decltype(void(C::CLUSTER))> {
+    static constexpr int value = C::CLUSTER;
+};
+
+/* Every thread of both CTAs of the pair (the barrier orders memory and
+ * mbarrier operations across the cluster). */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* The mbarrier inits of this thread, visible to the peer CTA. */
+__device__ __forceinline__ void fence_barrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* `count` arrivals on the peer CTA's barrier at bar's offset. */
+__device__ __forceinline__ void mbar_arrive_peer(uint64_t *bar, int peer, int count)
+{
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(smem_addr(bar)),
+                 "r"(peer), "r"(count)
+                 : "memory");
+}
+/* tma_load_4d into both CTAs of the pair: the same shared offsets, each
+ * copy completing on the barrier at bar's offset in its CTA. */
+__device__ __forceinline__ void tma_load_4d_pair(void *dst, const void *map, uint64_t *bar, int k, int row,
+                                                 int part, int expert)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(part), "r"(expert),
+                 "r"(smem_addr(bar)), "h"((unsigned short)3)
+                 : "memory");
+}
 template <class Cfg> struct chunked_shape : sm90_shape<Cfg> {
     using B = sm90_shape<Cfg>;
     static constexpr int COLS = Cfg::EPI_COLS, CHUNKS = Cfg::BN / COLS;
@@ -43,8 +99,9 @@ template <class Cfg> struct chunked_shape : sm90_shape<Cfg> {
     static constexpr int GROUP_EPI_BYTES = 64 * LDC * 4;
     static constexpr int EPI_AT = B::PIPE_BYTES;
     static constexpr int BAR_AT = EPI_AT + GROUPS * GROUP_EPI_BYTES;
-    /* full and empty per stage; filled and free per output-row set */
-    static constexpr int NBARS = 2 * Cfg::STAGES + 4;
+    /* full and empty per stage; filled and free per output-row set; in a
+     * pair, peer_free per stage */
+    static constexpr int NBARS = 2 * Cfg::STAGES + 4 + (cluster_of<Cfg>::value > 1 ? Cfg::STAGES : 0);
     /* Fragments of 8 columns a chunk takes from each half (the fused
      * epilogue's gate and up halves) or from the tile. */
     static constexpr int CHUNK_NT = (B::FUSED ? COLS / 2 : COLS) / 8;
@@ -123,6 +180,57 @@ __device__ __forceinline__ void write_chunks(const mt_gemm_args &a, const tile_r
     }
 }
 
+/* copy_tile (grouped_gemm_sm90.cuh) for a CTA of a pair: the weight halves
+ * by the first copying thread, multicast when `paired`, once both CTAs
+ * gave the stage back (peer_free, file comment); a CTA without a tile
+ * (has_rows false, t then row block 0's, which stays unwritten) brings no
+ * weights and no output rows, only its A copies. */
+template <class Cfg>
+__device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile_rows &t, int nb, bool has_rows,
+                                               bool paired, int rank, int tid, int64_t *arow_table, out_rows rows,
+                                               uint64_t *rows_filled, unsigned char *sA, unsigned char *sB,
+                                               uint64_t *full, uint64_t *empty, uint64_t *peer_free,
+                                               int k_tiles, int it)
+{
+    using S = chunked_shape<Cfg>;
+    constexpr int HALF = Cfg::BN / 2;
+    sm90_loader<Cfg, 128> ld;
+    ld.init(a, t, nb, tid, arow_table);
+    ld.lead = false;   /* the weights: below */
+    if (has_rows)
+        fill_out_rows<Cfg>(a, t, rows, tid, 128);
+    mbar_arrive(rows_filled);
+    asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    for (int kt = 0; kt < k_tiles; kt++, it++) {
+        const int stage = it % Cfg::STAGES;
+        if (it >= Cfg::STAGES) {
+            const int parity = (it / Cfg::STAGES - 1) & 1;
+            mbar_wait(&empty[stage], parity);
+            if (tid == 0) {
+                mbar_arrive_peer(&peer_free[stage], rank ^ 1, 1);
+                mbar_wait(&peer_free[stage], parity);
+            }
+        }
+        unsigned char *b = sB + stage * S::B_STAGE;
+        if (tid == 0 && has_rows) {
+            mbar_expect_bytes(&full[stage], S::B_STAGE);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                /* A fused tile's halves are parts (gate, up) of one box row
+                 * range, a plain tile's two row ranges of part 0. */
+                const int row = S::FUSED ? nb * HALF : nb * Cfg::BN + h * HALF, part = S::FUSED ? h : 0;
+                if (!paired)
+                    tma_load_4d(b + h * HALF * S::ROW, a.b_map, &full[stage], kt * Cfg::BK, row, part, t.expert);
+                else if (h == rank)
+                    tma_load_4d_pair(b + h * HALF * S::ROW, a.b_map, &full[stage], kt * Cfg::BK, row, part,
+                                     t.expert);
+            }
+        }
+        ld.load(a, sA + stage * S::A_STAGE, b, kt, &full[stage]);
+        mbar_arrive_cp_async(&full[stage]);
+    }
+}
+
 template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
 {
     using S = chunked_shape<Cfg>;
@@ -141,44 +249,80 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
                         reinterpret_cast<float *>(arow_table + Cfg::BM * 3) + Cfg::BM * set};
     };
 
+    constexpr int CL = cluster_of<Cfg>::value;
+    static_assert(CL == 1 || (CL == 2 && Cfg::BLOAD == 1 && Cfg::BN % 16 == 0), "a pair loads its weights by TMA");
+    const int rank = CL > 1 ? (int)(blockIdx.x & 1) : 0;   /* in the pair: clusters are consecutive CTAs */
     const int tid = threadIdx.x;
     pdl_enter();
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
+    uint64_t *peer_free = rows_free + 2;   /* CL 2 */
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
             mbar_init(&full[s], 128);
             mbar_init(&empty[s], S::CONSUMERS);
+            if constexpr (CL > 1)
+                mbar_init(&peer_free[s], 1);
         }
         for (int set = 0; set < 2; set++) {
             mbar_init(&rows_filled[set], 128);
             mbar_init(&rows_free[set], S::CONSUMERS);
         }
+        if constexpr (CL > 1)
+            fence_barrier_init();
     }
-    __syncthreads();
-    /* f(t, nb, n) for each output tile of this CTA that has rows; tile n
-     * (counting those) uses row set n % 2 and K tiles n * k_tiles onwards
-     * of the ring. */
+    if constexpr (CL > 1)
+        cluster_sync();
+    else
+        __syncthreads();
+    /* f(t, nb, n, has_rows, paired) for each output tile of this CTA: tile
+     * n (counting those) uses row set n % 2 and K tiles n * k_tiles onwards
+     * of the ring. Alone, the tiles with rows; in a pair, the steps where
+     * either CTA has a tile with rows (has_rows false: this one has none, t
+     * is row block 0's; paired: both have rows of one expert and column
+     * block). */
     auto walk_tiles = [&](auto &&f) {
         const int ntiles = num_tiles<Cfg>(a);
-        for (int tile = blockIdx.x, n = 0; tile < ntiles; tile += gridDim.x) {
-            tile_rows t;
-            int nb;
-            if (tile_of<Cfg>(a, tile, &t, &nb))
-                f(t, nb, n++);
+        if constexpr (CL == 1) {
+            for (int tile = blockIdx.x, n = 0; tile < ntiles; tile += gridDim.x) {
+                tile_rows t;
+                int nb;
+                if (tile_of<Cfg>(a, tile, &t, &nb))
+                    f(t, nb, n++, true, false);
+            }
+        } else {
+            for (int tile = blockIdx.x & ~1, n = 0; tile < ntiles; tile += gridDim.x) {
+                tile_rows t0, t1;
+                int nb0 = 0, nb1 = 0;
+                const bool has0 = tile_of<Cfg>(a, tile, &t0, &nb0);
+                const bool has1 = tile + 1 < ntiles && tile_of<Cfg>(a, tile + 1, &t1, &nb1);
+                if (!has0 && !has1)
+                    continue;
+                const bool mine = rank ? has1 : has0;
+                tile_rows t{0, 0, 0, 0};
+                if (mine)
+                    t = rank ? t1 : t0;
+                f(t, rank ? nb1 : nb0, n++, mine, has0 && has1 && t0.expert == t1.expert && nb0 == nb1);
+            }
         }
     };
     if (tid < 128) {
         if constexpr (S::CONSUMERS > 128)
             regs_shrink<72>();
-        walk_tiles([&](const tile_rows &t, int nb, int n) {
+        walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool paired) {
             const int set = n & 1;
             if (n >= 2)   /* the tile two back, written out from this set */
                 mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
             asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the A row table may change */
-            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full, empty,
-                           k_tiles, n * k_tiles);
+            if constexpr (CL == 1)
+                copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full, empty,
+                               k_tiles, n * k_tiles);
+            else
+                copy_pair_tile<Cfg>(a, t, nb, has_rows, paired, rank, tid, arow_table, rows_of(set),
+                                    &rows_filled[set], sA, sB, full, empty, peer_free, k_tiles, n * k_tiles);
         });
         cp_async_wait<0>();
+        if constexpr (CL > 1)
+            cluster_sync();
         return;
     }
     if constexpr (S::CONSUMERS > 128)
@@ -190,7 +334,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     float *sC = reinterpret_cast<float *>(smem + S::EPI_AT + wg * S::GROUP_EPI_BYTES);
     Acc acc[1][S::ACC_NT][4];
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
-    walk_tiles([&](const tile_rows &t, int nb, int n) {
+    walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
 #pragma unroll
         for (int j = 0; j < S::ACC_NT; j++)
@@ -206,10 +350,13 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
         compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);
-        write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
-                          out_rows{rows.crow + 64 * wg, rows.w + 64 * wg});
+        if (has_rows)
+            write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
+                              out_rows{rows.crow + 64 * wg, rows.w + 64 * wg});
         mbar_arrive(&rows_free[set]);
     });
+    if constexpr (CL > 1)
+        cluster_sync();
 }
 
 } // namespace mt

@@ -316,6 +316,53 @@ static void claim_block_m(mt_variant *v, const char *value)
             strcpy(v->params[i].value, value);
 }
 
+/* CTA pairs (CLUSTER 2): each CTA brings in half a weight tile, so both
+ * descriptors have boxes of BLOCK_N / 2 rows (GEMM2's plain tile too); the
+ * grid is whole pairs, at most the CTAs the GPU holds at once. */
+static void test_pair_weight_maps(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m128_n256_k64_g8_s4_ppersist"
+                                  "_fwait_btma_e32_c2",
+                          *const g2 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist"
+                                      "_fwait_btma_e32_c2";
+    /* M 4096: 1024 rows per expert; M 40: 80 slots, a few tiles. */
+    const struct { int M, max_ctas; } cases[] = {{4096, 132}, {4096, 0}, {40, 132}, {40, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_problem p;
+        mt_problem_init(&p, cases[i].M, 8, 2, 512, 384);
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, g1);
+        set_gemm(&plan, MT_STEP_GEMM2, g2);
+        const mt_step gemms[2] = {MT_STEP_GEMM1, MT_STEP_GEMM2};
+        for (int g = 0; g < 2; g++) {
+            assert_int_equal(mt_variant_int(&plan.step[gemms[g]].v, "CLUSTER", 1), 2);
+            plan.step[gemms[g]].cluster = 2;   /* as mt_kernel_load sets them */
+            plan.step[gemms[g]].max_ctas = cases[i].max_ctas;
+        }
+        fake_driver(1);
+        mt_moe_tensors t = fake_tensors();
+        char msg[512] = "";
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.encodes, 2);
+        expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT16, 512, 384, 2, 8, 2, 2 * 384 * 512, 128);
+        expect_map(&fake.enc[1], t.w2, CU_TENSOR_MAP_DATA_TYPE_UINT16, 384, 512, 1, 8, 2, 512 * 384, 128);
+        /* Tiles: row blocks x column blocks of 128 (GEMM1's silu halves a
+         * 256-wide tile) and 256 output columns. */
+        const int64_t tiles[2] = {fake.gemm[0].num_m_blocks * ((384 + 127) / 128),
+                                  fake.gemm[1].num_m_blocks * ((512 + 255) / 256)};
+        for (int g = 0; g < 2; g++) {
+            int64_t want = (tiles[g] + 1) / 2 * 2;
+            if (cases[i].max_ctas && want > cases[i].max_ctas)
+                want = cases[i].max_ctas;
+            assert_true(tiles[g] > 0);
+            assert_int_equal(fake.step_grid[gemms[g]], (unsigned)want);
+            assert_int_equal(fake.step_grid[gemms[g]] % 2, 0);
+        }
+    }
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -434,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_fp8_weight_maps),
         cmocka_unit_test(test_no_encoder),
         cmocka_unit_test(test_no_map_for_other_kernels),
+        cmocka_unit_test(test_pair_weight_maps),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
     };

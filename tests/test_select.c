@@ -386,6 +386,34 @@ static void test_neighbours_persist_in_chunks(void **state)
     for (size_t i = 0; i < n; i++)
         assert_true(mt_variant_int(&sv[pick[i]], "EPI_COLS", 0) == 32 ||
                     mt_variant_int(&sv[pick[i]], "EPI_COLS", 0) == 64);
+    /* The chunked 128 x 256 tile has one CLUSTER neighbour, its CTA pair;
+     * from a 128 x 128 pair, EPI_COLS 0 is reached with CLUSTER following
+     * (pairs exist only with column chunks). */
+    const mt_variant *e32 = NULL, *pair = NULL, *pair128 = NULL;
+    for (size_t i = 0; i < nsv; i++) {
+        if (!strcmp(sv[i].name, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist_fwait_btma_e32"))
+            e32 = &sv[i];
+        if (!strcmp(sv[i].name,
+                    "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist_fwait_btma_e32_c2"))
+            pair = &sv[i];
+        if (!strcmp(sv[i].name,
+                    "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_ppersist_fwait_btma_e32_c2"))
+            pair128 = &sv[i];
+    }
+    assert_non_null(e32);
+    assert_non_null(pair);
+    assert_non_null(pair128);
+    n = mt_select_neighbours(sv, nsv, e32, "CLUSTER", pick);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(&sv[pick[0]], pair);
+    n = mt_select_neighbours(sv, nsv, pair128, "EPI_COLS", pick);
+    int unchunked = 0;
+    for (size_t i = 0; i < n; i++)
+        if (mt_variant_int(&sv[pick[i]], "EPI_COLS", -1) == 0) {
+            assert_int_equal(mt_variant_int(&sv[pick[i]], "CLUSTER", 0), 1);
+            unchunked++;
+        }
+    assert_int_equal(unchunked, 1);
     free(pick);
     free(sv);
 }

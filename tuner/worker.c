@@ -379,7 +379,7 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * refine the pipeline of whichever won; the first stage's few picks may
  * all have been of one kind. */
 static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "WARPS_N", "PIPE",
-                                            "EPI_COLS", "UNROLL",   "WARPS",  "AHEAD",   NULL};
+                                            "EPI_COLS", "CLUSTER",  "UNROLL", "WARPS",   "AHEAD", NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: along "epilogue", GEMM1 only, and only "store" or the problem's
