@@ -94,13 +94,16 @@ mt_status mt_rt_default_get(const char *name, mt_variant *v, char **source, char
         if (strcmp(default_vars[i].name, name))
             continue;
         const mt_rt_default_variant *d = &mt_rt_default_variants[i];
-        const char *pre = mt_rt_default_families[d->family].source_prefix;
-        size_t a = strlen(pre), b = strlen(d->source_suffix);
-        char *s = malloc(a + b + 1);
-        if (!s)
+        const char *const pieces[4] = {mt_rt_default_families[d->family].source_prefix, d->source_head,
+                                       mt_rt_default_parts[d->part], d->source_suffix};
+        mt_buf b = {0};
+        for (int k = 0; k < 4; k++)
+            mt_buf_puts(&b, pieces[k]);
+        if (b.oom || !b.data) {
+            mt_buf_free(&b);
             return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-        memcpy(s, pre, a);
-        memcpy(s + a, d->source_suffix, b + 1);
+        }
+        char *s = b.data;
         *v = default_vars[i];
         *source = s;
         return MT_OK;

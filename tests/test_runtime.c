@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "moetune/db.h"
+#include "moetune/gen.h"
 #include "moetune/moetune.h"
 #include "runtime/rt_internal.h"
 
@@ -244,6 +245,39 @@ static void test_defaults_cover_every_mode(void **state)
                     }
 }
 
+/* libmoetune stores its default kernels' sources in pieces (family prefix,
+ * head, shared part, suffix; runtime/rt_defaults.h): each must come back
+ * as the templates render it. */
+static void test_default_sources_whole(void **state)
+{
+    (void)state;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_variant *v = NULL;
+    size_t nv = 0;
+    mt_gen_filter f = {.arch = "sm_90a", .defaults_only = 1};
+    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &v, &nv, NULL))
+        fail_msg("templates: %s", mt_gen_errmsg(g));
+    assert_true(nv > 1000);
+    size_t shared = 0;
+    for (size_t i = 0; i < nv; i++) {
+        char msg[256], *want = NULL, *got = NULL;
+        size_t n = 0;
+        mt_variant dv;
+        assert_int_equal(mt_gen_source(g, &v[i], &want, &n), MT_OK);
+        if (mt_rt_default_get(v[i].name, &dv, &got, msg, sizeof msg))
+            fail_msg("%s: %s", v[i].name, msg);
+        if (strlen(got) != n || memcmp(got, want, n))
+            fail_msg("%s: the built-in source differs from the templates' rendering", v[i].name);
+        shared += strstr(want, "#line 1 \"grouped_gemm_sm90_chunked.cuh\"") != NULL;
+        free(want);
+        free(got);
+    }
+    assert_true(shared > 100);   /* the chunked ones, whose header is a shared part */
+    free(v);
+    mt_gen_close(g);
+}
+
 static void test_default_tile_rule(void **state)
 {
     (void)state;
@@ -439,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_composition_rules),
         cmocka_unit_test(test_create_and_run_refuse_bad_input),
         cmocka_unit_test(test_default_tile_rule),
+        cmocka_unit_test(test_default_sources_whole),
         cmocka_unit_test(test_defaults_cover_every_mode),
         cmocka_unit_test(test_lookup_order),
     };

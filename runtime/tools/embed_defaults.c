@@ -48,6 +48,78 @@ typedef struct fam {
     size_t prefix;        /* common prefix length, cut at a line end */
 } fam;
 
+/* A part: text after a family's prefix and a variant's head (its first
+ * line there, the #line naming it) that several of its variants share (a
+ * pipeline's own header, inlined), from its first member. */
+typedef struct part {
+    size_t family;
+    const char *first;    /* the first member's source after the family prefix */
+    size_t len;           /* shared by every member, cut at a line end */
+} part;
+
+/* Shared text shorter than this is left in the suffixes. */
+#define MIN_PART 1024
+
+/* Common prefix of a and b (lengths na, nb), cut back to a line end. */
+static size_t common_lines(const char *a, size_t na, const char *b, size_t nb)
+{
+    size_t k = 0;
+    while (k < na && k < nb && a[k] == b[k])
+        k++;
+    while (k > 0 && a[k - 1] != '\n')
+        k--;
+    return k;
+}
+
+/* Splits each variant's source past its family prefix (pre[i] bytes) into
+ * its head (the first line there, the #line naming it), a part and its
+ * tail. A variant joins the part of its family whose first member shares
+ * the most lines with it past the head (at least MIN_PART bytes; the part
+ * then shrinks to what every member shares), or starts one; parts of a
+ * single member are dropped (their text stays in the tail). Fills
+ * head_len, part_of (0: none) and parts[1..], returns the number of parts
+ * counting the empty part 0. parts has room for nv + 1. */
+static size_t find_parts(size_t nv, char *const *src, const size_t *len, const size_t *pre,
+                         const size_t *fam_of, size_t *head_len, size_t *part_of, part *parts)
+{
+    size_t np = 1;
+    for (size_t i = 0; i < nv; i++) {
+        const char *nl = memchr(src[i] + pre[i], '\n', len[i] - pre[i]);
+        head_len[i] = nl ? (size_t)(nl - (src[i] + pre[i])) + 1 : len[i] - pre[i];
+        const char *rest = src[i] + pre[i] + head_len[i];
+        const size_t nrest = len[i] - pre[i] - head_len[i];
+        size_t best = 0, best_len = 0;
+        for (size_t j = 1; j < np; j++) {
+            if (parts[j].family != fam_of[i])
+                continue;
+            const size_t k = common_lines(parts[j].first, parts[j].len, rest, nrest);
+            if (k >= MIN_PART && k > best_len)
+                best = j, best_len = k;
+        }
+        if (!best) {
+            best = np++;
+            parts[best] = (part){fam_of[i], rest, nrest};
+        } else {
+            parts[best].len = best_len;   /* <= its length: a common prefix */
+        }
+        part_of[i] = best;
+    }
+    /* Keep the parts of two members or more, in order. */
+    size_t kept = 1;
+    for (size_t j = 1; j < np; j++) {
+        size_t members = 0;
+        for (size_t i = 0; i < nv; i++)
+            members += part_of[i] == j;
+        const size_t to = members >= 2 ? kept++ : 0;
+        for (size_t i = 0; i < nv; i++)
+            if (part_of[i] == j)
+                part_of[i] = to;
+        if (to)
+            parts[to] = parts[j];
+    }
+    return kept;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -63,7 +135,8 @@ int main(int argc, char **argv)
     char **src = NULL;
     size_t *len = NULL;
     fam *fams = NULL;
-    size_t nf = 0;
+    size_t nf = 0, *fam_of = NULL, *pre = NULL, *head_len = NULL, *part_of = NULL;
+    part *parts = NULL;
     mt_buf out = {0};
     int rc = 1;
     if (mt_gen_open(&cfg, &g)) {
@@ -77,9 +150,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "embed_defaults: enumerating: %s\n", mt_gen_errmsg(g));
         goto done;
     }
-    src = calloc(nv ? nv : 1, sizeof *src);
-    len = calloc(nv ? nv : 1, sizeof *len);
-    if (!src || !len)
+    const size_t n = nv ? nv : 1;
+    src = calloc(n, sizeof *src);
+    len = calloc(n, sizeof *len);
+    fam_of = calloc(n, sizeof *fam_of);
+    pre = calloc(n, sizeof *pre);
+    head_len = calloc(n, sizeof *head_len);
+    part_of = calloc(n, sizeof *part_of);
+    parts = calloc(nv + 1, sizeof *parts);
+    if (!src || !len || !fam_of || !pre || !head_len || !part_of || !parts)
         goto done;
     mt_sha256 all;
     mt_sha256_init(&all);
@@ -98,13 +177,9 @@ int main(int argc, char **argv)
     mt_sha256_final(&all, digest);
     mt_hex(digest, 32, all_hex);
 
-    size_t *fam_of = calloc(nv ? nv : 1, sizeof *fam_of);
-    if (!fam_of)
-        goto done;
     for (size_t i = 0; i < nv; i++) {
         if (mt_gen_source(g, &v[i], &src[i], &len[i])) {
             fprintf(stderr, "embed_defaults: %s: %s\n", v[i].name, mt_gen_errmsg(g));
-            free(fam_of);
             goto done;
         }
         size_t fi = 0;
@@ -126,6 +201,10 @@ int main(int argc, char **argv)
         while (fams[i].prefix > 0 && fams[i].first[fams[i].prefix - 1] != '\n')
             fams[i].prefix--;
 
+    for (size_t i = 0; i < nv; i++)
+        pre[i] = fams[fam_of[i]].prefix;
+    const size_t np = find_parts(nv, src, len, pre, fam_of, head_len, part_of, parts);
+
     mt_buf_puts(&out, "/* Generated by runtime/tools/embed_defaults.c: do not edit. */\n"
                       "#include \"runtime/rt_defaults.h\"\n\n");
     mt_buf_printf(&out, "const char mt_rt_templates_hash[65] = \"%s\";\n\n", all_hex);
@@ -136,23 +215,29 @@ int main(int argc, char **argv)
         mt_buf_puts(&out, "},\n");
     }
     mt_buf_printf(&out, "};\nconst size_t mt_rt_default_family_count = %zu;\n\n", nf);
+    mt_buf_puts(&out, "const char *const mt_rt_default_parts[] = {");
+    for (size_t j = 0; j < np; j++) {
+        emit_string(&out, j ? parts[j].first : "", j ? parts[j].len : 0);
+        mt_buf_puts(&out, ",");
+    }
+    mt_buf_printf(&out, "\n};\nconst size_t mt_rt_default_part_count = %zu;\n\n", np);
     mt_buf_puts(&out, "const mt_rt_default_variant mt_rt_default_variants[] = {\n");
     for (size_t i = 0; i < nv; i++) {
         char text[4096];
         if (mt_variant_format(&v[i], text, sizeof text)) {
             fprintf(stderr, "embed_defaults: %s: variant text too long\n", v[i].name);
-            free(fam_of);
             goto done;
         }
         mt_buf_puts(&out, "  {");
         emit_string(&out, text, strlen(text));
+        const size_t tail = pre[i] + head_len[i] + (part_of[i] ? parts[part_of[i]].len : 0);
         mt_buf_printf(&out, ", %zu,", fam_of[i]);
-        size_t pre = fams[fam_of[i]].prefix;
-        emit_string(&out, src[i] + pre, len[i] - pre);
+        emit_string(&out, src[i] + pre[i], head_len[i]);
+        mt_buf_printf(&out, ", %zu,", part_of[i]);
+        emit_string(&out, src[i] + tail, len[i] - tail);
         mt_buf_puts(&out, "},\n");
     }
     mt_buf_printf(&out, "};\nconst size_t mt_rt_default_variant_count = %zu;\n", nv);
-    free(fam_of);
     if (out.oom) {
         fprintf(stderr, "embed_defaults: out of memory\n");
         goto done;
@@ -169,6 +254,11 @@ done:
     free(src);
     free(len);
     free(fams);
+    free(fam_of);
+    free(pre);
+    free(head_len);
+    free(part_of);
+    free(parts);
     free(v);
     mt_buf_free(&out);
     mt_gen_close(g);
