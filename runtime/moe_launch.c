@@ -84,7 +84,14 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
                               .sharedMemBytes = (unsigned)v->smem_bytes};
         int clusters = 0;
         MT_CU_TRY(mt_cu.cuOccupancyMaxActiveClusters(&clusters, k->fn, &cfg), msg, msg_size);
-        k->max_ctas = k->cluster * (clusters > 0 ? clusters : 1);
+        if (clusters < 1) {
+            st = mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
+                         "kernel %s: no cluster of %d CTAs (%d threads, %d bytes of shared memory "
+                         "each) fits on this GPU at once (cuOccupancyMaxActiveClusters: %d)",
+                         v->name, k->cluster, v->threads, v->smem_bytes, clusters);
+            goto fail;
+        }
+        k->max_ctas = k->cluster * clusters;
     }
     return MT_OK;
 fail:
