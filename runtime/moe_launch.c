@@ -552,7 +552,7 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
     const int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 0);
     /* A CTA pair's copier brings in half a tile: gate or up rows, else
      * the first or second half of the rows (templates/grouped_gemm_sm90_chunked.cuh). */
-    const int halves = fused || mt_variant_int(&k->v, "CLUSTER", 1) > 1;
+    const int halves = fused || k->cluster > 1;
     const cuuint32_t box[4] = {(cuuint32_t)(128 / es), (cuuint32_t)(halves ? bn / 2 : bn), 1, 1};
     const cuuint32_t unit[4] = {1, 1, 1, 1};
     CUtensorMap map;
