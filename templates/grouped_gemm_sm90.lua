@@ -264,9 +264,16 @@ return {
   render = function(p, name)
     local s = shape(p)
     -- Pipelines with device code of their own: their header after the
-    -- family's, and their entry point.
+    -- family's, and their entry point. The include lines are written out
+    -- whole so that the family's template hash (gen/render.c), which
+    -- follows the include lines it finds in this file, covers these
+    -- headers too.
     local own = p.PIPE == "pingpong" and "grouped_gemm_sm90_pingpong"
                 or p.EPI_COLS > 0 and "grouped_gemm_sm90_chunked" or nil
+    local own_include = {
+      grouped_gemm_sm90_pingpong = '#include "grouped_gemm_sm90_pingpong.cuh"\n',
+      grouped_gemm_sm90_chunked = '#include "grouped_gemm_sm90_chunked.cuh"\n',
+    }
     return mt.subst([[
 #include "grouped_gemm_sm90.cuh"
 ${OWN_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
@@ -289,7 +296,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p),
       -- After the family's header, so that every variant's source starts
       -- the same (libmoetune stores that prefix once, rt_defaults.h).
-      OWN_INCLUDE = own and string.format('#include "%s.cuh"\n', own) or "",
+      OWN_INCLUDE = own and own_include[own] or "",
       EPI_COLS = p.EPI_COLS > 0 and string.format("    static constexpr int EPI_COLS = %d;\n", p.EPI_COLS)
                  or "",
       CLUSTER = p.CLUSTER > 1 and string.format("    static constexpr int CLUSTER = %d;\n", p.CLUSTER) or "",

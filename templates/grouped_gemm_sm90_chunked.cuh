@@ -72,11 +72,16 @@ __device__ __forceinline__ void fence_barrier_init()
 {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
-/* `count` arrivals on the peer CTA's barrier at bar's offset. */
+/* `count` arrivals on the peer CTA's barrier at bar's offset. The arrival
+ * orders nothing but this CTA's own finished reads of the stage, which the
+ * peer's multicast then overwrites: the default (CTA-scope) semantics do.
+ * A release at cluster scope compiles to a GPU-wide memory fence before the
+ * arrival, once per K step, and made the pairs slower than lone CTAs
+ * (docs/PERFORMANCE.md, session 17). */
 __device__ __forceinline__ void mbar_arrive_peer(uint64_t *bar, int peer, int count)
 {
     asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
-                 "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(smem_addr(bar)),
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra], %2;\n}\n" ::"r"(smem_addr(bar)),
                  "r"(peer), "r"(count)
                  : "memory");
 }

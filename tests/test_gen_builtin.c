@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "moetune/gen.h"
 
 #define SAMPLE_PER_FAMILY 4
@@ -84,6 +85,98 @@ static void test_builtin_templates_compile(void **state)
             mt_kernel_binaries_free(b, ns);
         }
     }
+    mt_gen_close(g);
+}
+
+/* The headers a family's default sources include (the `#line 1 "name"`
+ * marks of the amalgamation), each name once, into names[]. */
+static size_t included_headers(mt_gen *g, const char *family, char names[][128], size_t max)
+{
+    size_t nv = 0, count = 0;
+    mt_gen_filter f = {.family = family, .arch = "sm_90a", .defaults_only = 1};
+    mt_variant *v = NULL;
+    if (mt_gen_enumerate(g, &f, &v, &nv, NULL))
+        fail_msg("%s: %s", family, mt_gen_errmsg(g));
+    for (size_t i = 0; i < nv; i++) {
+        char *src = NULL;
+        size_t len = 0;
+        if (mt_gen_source(g, &v[i], &src, &len))
+            fail_msg("%s: %s", v[i].name, mt_gen_errmsg(g));
+        static const char mark[] = "#line 1 \"";
+        for (const char *p = strstr(src, mark); p; p = strstr(p + 1, mark)) {
+            const char *name = p + sizeof mark - 1, *q = strchr(name, '"');
+            size_t k = 0;
+            if (!q || (size_t)(q - name) >= 128)
+                continue;
+            while (k < count && (strlen(names[k]) != (size_t)(q - name) ||
+                                 strncmp(names[k], name, (size_t)(q - name))))
+                k++;
+            if (k == count && count < max) {
+                memcpy(names[count], name, (size_t)(q - name));
+                names[count++][q - name] = '\0';
+            }
+        }
+        free(src);
+    }
+    free(v);
+    return count;
+}
+
+static void family_hash_in(const char *dir, const char *family, char hex[65])
+{
+    const char *dirs[] = {dir};
+    mt_gen_config cfg = {.template_dirs = dirs, .ntemplate_dirs = 1, .no_builtin = 1,
+                         .no_cache = 1};
+    mt_gen *g = NULL;
+    if (mt_gen_open(&cfg, &g) || mt_gen_template_hash(g, family, hex))
+        fail_msg("templates of %s: %s", dir, mt_gen_errmsg(g));
+    mt_gen_close(g);
+}
+
+/* An edit to any header that a family's kernels include changes the
+ * family's template hash, which is what tells a stored kernel from one the
+ * templates now generate (runtime, `moetune db refresh`): also a header
+ * that a render picks by the variant (grouped_gemm_sm90's pipelines of
+ * their own, act_quant's wide quantizer). Each header is edited in turn in
+ * a copy of the template folder. */
+static void test_template_hash_covers_included_headers(void **state)
+{
+    (void)state;
+    const char *src_dir = getenv("MT_TEMPLATE_DIR");
+    if (!src_dir || !*src_dir)
+        fail_msg("MT_TEMPLATE_DIR is not set (CTest sets it to the source templates/ folder)");
+    const char *dir = mt_test_tmpdir("hash_headers");
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%s'/*.lua '%s'/*.cuh '%s'/*.h '%s'/", src_dir, src_dir, src_dir, dir);
+    assert_int_equal(system(cmd), 0);
+    mt_gen *g = mt_test_open_templates();
+    int checked = 0;
+    for (size_t f = 0; f < mt_gen_family_count(g); f++) {
+        const char *family = mt_gen_family_name(g, f);
+        char names[32][128], before[65], after[65];
+        const size_t n = included_headers(g, family, names, 32);
+        family_hash_in(dir, family, before);
+        for (size_t i = 0; i < n; i++) {
+            char path[800], *body = NULL, msg[256];
+            size_t len = 0;
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            assert_int_equal(mt_file_read(path, &body, &len, msg, sizeof msg), MT_OK);
+            FILE *w = fopen(path, "ab");
+            assert_non_null(w);
+            fputs("\n/* edited */\n", w);
+            fclose(w);
+            family_hash_in(dir, family, after);
+            if (!strcmp(before, after))
+                fail_msg("%s: an edit to %s, which its kernels include, leaves the family's "
+                         "template hash as it was (write the include line out whole in the "
+                         ".lua)", family, names[i]);
+            assert_int_equal(mt_file_write_atomic(path, body, len, msg, sizeof msg), MT_OK);
+            free(body);
+            checked++;
+        }
+    }
+    printf("  %d (family, included header) pairs: each edit changes the hash\n", checked);
+    assert_true(checked > 0);
     mt_gen_close(g);
 }
 
@@ -416,6 +509,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtin_templates_compile),
+        cmocka_unit_test(test_template_hash_covers_included_headers),
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
