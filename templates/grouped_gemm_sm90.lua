@@ -64,8 +64,7 @@ local function shape(p)
   -- gives the epilogue tile buffers of its own, and has two sets of output
   -- rows with two mbarriers each.
   if p.PIPE == "persist" then
-    -- (CTA pairs: a third mbarrier per stage, the peer's word.)
-    s.smem = pipeline + epilogue + 1024 + (p.CLUSTER > 1 and 24 or 16) * p.STAGES + 32 + 32 * p.BLOCK_M
+    s.smem = pipeline + epilogue + 1024 + 16 * p.STAGES + 32 + 32 * p.BLOCK_M
   elseif p.PIPE == "pingpong" then
     -- An epilogue tile per group; four row sets (two per group), each with
     -- two mbarriers, BLOCK_M output rows and weights (12 bytes a row) and

@@ -34,12 +34,16 @@
  * (docs/PERFORMANCE.md, sessions 15-17). Otherwise each CTA loads its own
  * weights, and a CTA without a tile in the step runs it anyway (MMAs on
  * rows it never writes), so that both stay in step. Since a stage may be
- * written by the peer's copies, the first copying thread, once its own
- * computing threads gave a stage back (`empty`), tells the peer (an
- * arrival on the peer's `peer_free` of the stage) and, before it issues
- * the stage's weight copies, waits for the peer's word on its own. The
- * pair meets at a cluster barrier after the barriers' set-up and before it
- * exits (no arrival may reach a CTA that has left).
+ * written by the peer's copies, a stage goes back to the copiers of both
+ * CTAs: each computing warp, once its MMAs on the stage are done, arrives
+ * on its own CTA's `empty` (every thread) and on the peer's (its first
+ * lane, for the warp), so `empty` counts the computing threads of both
+ * and a copier waits on nothing else (compute_pair_tile). A first version
+ * had the first copying thread, after its own `empty`, trade a word with
+ * the peer's on a barrier of their own before each stage's copies: that
+ * chain ran the pair 1.6 times slower than lone CTAs (docs/PERFORMANCE.md,
+ * session 18). The pair meets at a cluster barrier after the barriers'
+ * set-up and before it exits (no arrival may reach a CTA that has left).
  *
  * A file of its own, so that the kernels of every other variant, and the
  * tuned databases holding them, stay as they were. The persistent loop is
@@ -104,9 +108,8 @@ template <class Cfg> struct chunked_shape : sm90_shape<Cfg> {
     static constexpr int GROUP_EPI_BYTES = 64 * LDC * 4;
     static constexpr int EPI_AT = B::PIPE_BYTES;
     static constexpr int BAR_AT = EPI_AT + GROUPS * GROUP_EPI_BYTES;
-    /* full and empty per stage; filled and free per output-row set; in a
-     * pair, peer_free per stage */
-    static constexpr int NBARS = 2 * Cfg::STAGES + 4 + (cluster_of<Cfg>::value > 1 ? Cfg::STAGES : 0);
+    /* full and empty per stage; filled and free per output-row set */
+    static constexpr int NBARS = 2 * Cfg::STAGES + 4;
     /* Fragments of 8 columns a chunk takes from each half (the fused
      * epilogue's gate and up halves) or from the tile. */
     static constexpr int CHUNK_NT = (B::FUSED ? COLS / 2 : COLS) / 8;
@@ -187,15 +190,14 @@ __device__ __forceinline__ void write_chunks(const mt_gemm_args &a, const tile_r
 
 /* copy_tile (grouped_gemm_sm90.cuh) for a CTA of a pair: the weight halves
  * by the first copying thread, multicast when `paired`, once both CTAs
- * gave the stage back (peer_free, file comment); a CTA without a tile
+ * gave the stage back (`empty`, file comment); a CTA without a tile
  * (has_rows false, t then row block 0's, which stays unwritten) brings no
  * weights and no output rows, only its A copies. */
 template <class Cfg>
 __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile_rows &t, int nb, bool has_rows,
                                                bool paired, int rank, int tid, int64_t *arow_table, out_rows rows,
                                                uint64_t *rows_filled, unsigned char *sA, unsigned char *sB,
-                                               uint64_t *full, uint64_t *empty, uint64_t *peer_free,
-                                               int k_tiles, int it)
+                                               uint64_t *full, uint64_t *empty, int k_tiles, int it)
 {
     using S = chunked_shape<Cfg>;
     constexpr int HALF = Cfg::BN / 2;
@@ -208,14 +210,8 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
     for (int kt = 0; kt < k_tiles; kt++, it++) {
         const int stage = it % Cfg::STAGES;
-        if (it >= Cfg::STAGES) {
-            const int parity = (it / Cfg::STAGES - 1) & 1;
-            mbar_wait(&empty[stage], parity);
-            if (tid == 0) {
-                mbar_arrive_peer(&peer_free[stage], rank ^ 1, 1);
-                mbar_wait(&peer_free[stage], parity);
-            }
-        }
+        if (it >= Cfg::STAGES)
+            mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
         unsigned char *b = sB + stage * S::B_STAGE;
         if (tid == 0 && has_rows) {
             mbar_expect_bytes(&full[stage], S::B_STAGE);
@@ -234,6 +230,43 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
         ld.load(a, sA + stage * S::A_STAGE, b, kt, &full[stage]);
         mbar_arrive_cp_async(&full[stage]);
     }
+}
+
+/* compute_tile (grouped_gemm_sm90.cuh) for a CTA of a pair: a stage goes
+ * back to both CTAs' copiers (file comment), every thread of the warp on
+ * this CTA's `empty`, the first lane for all 32 on the peer's. */
+template <class Cfg, class AccT, class FAccT, class Scales>
+__device__ __forceinline__ void compute_pair_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc, Scales &bs,
+                                                  const unsigned char *sA, const unsigned char *sB,
+                                                  uint64_t *full, uint64_t *empty, int wg, int rank, int lane,
+                                                  int k_tiles, int it)
+{
+    using S = sm90_shape<Cfg>;
+    auto give_back = [&](int stage) {
+        mbar_arrive(&empty[stage]);
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive_peer(&empty[stage], rank ^ 1, 32);
+    };
+    for (int kt = 0; kt < k_tiles; kt++, it++) {
+        const int stage = it % Cfg::STAGES;
+        mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
+        fence_proxy_async();
+        mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+        if constexpr (S::BLOCK) {
+            wgmma_wait<0>();
+            give_back(stage);
+            bs.fold(a, kt, acc, facc);
+        } else {
+            wgmma_wait<1>();
+            if (kt > 0)
+                give_back((it - 1) % Cfg::STAGES);
+        }
+    }
+    wgmma_wait<0>();
+    if constexpr (!S::BLOCK)
+        if (k_tiles > 0)
+            give_back((it - 1) % Cfg::STAGES);
 }
 
 template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
@@ -260,13 +293,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     const int tid = threadIdx.x;
     pdl_enter();
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
-    uint64_t *peer_free = rows_free + 2;   /* CL 2 */
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
             mbar_init(&full[s], 128);
-            mbar_init(&empty[s], S::CONSUMERS);
-            if constexpr (CL > 1)
-                mbar_init(&peer_free[s], 1);
+            mbar_init(&empty[s], CL * S::CONSUMERS);   /* a pair: both CTAs' */
         }
         for (int set = 0; set < 2; set++) {
             mbar_init(&rows_filled[set], 128);
@@ -323,7 +353,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
                                k_tiles, n * k_tiles);
             else
                 copy_pair_tile<Cfg>(a, t, nb, has_rows, paired, rank, tid, arow_table, rows_of(set),
-                                    &rows_filled[set], sA, sB, full, empty, peer_free, k_tiles, n * k_tiles);
+                                    &rows_filled[set], sA, sB, full, empty, k_tiles, n * k_tiles);
         });
         cp_async_wait<0>();
         if constexpr (CL > 1)
@@ -352,7 +382,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
         sm90_scales<Cfg> bs;
         if constexpr (S::BLOCK)
             bs.init(a, t, nb, warp, 0, lane);
-        compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+        if constexpr (CL == 1)
+            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+        else
+            compute_pair_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);
         if (has_rows)
