@@ -124,6 +124,33 @@ static void test_select_stage_split(void **state)
     }
 }
 
+/* Stage 1 over GEMM1 tiles that a filter left with the fused activation
+ * only (`--param gemm1:epilogue=silu`): looked up in that part alone, no
+ * tile has its store sibling and nothing is picked; with the store
+ * siblings looked for in the whole space, the fused tiles are ranked. */
+static void test_select_stage_fused_only(void **state)
+{
+    (void)state;
+    mt_variant *fused = malloc(nall * sizeof *fused);
+    assert_non_null(fused);
+    size_t nf = 0;
+    for (size_t i = 0; i < nall; i++)
+        if (!strcmp(mt_variant_get(&all[i], "epilogue"), "silu"))
+            fused[nf++] = all[i];
+    assert_true(nf > 0);
+    const mt_problem p = qwen3(64);
+    size_t pick[12];
+    assert_int_equal(mt_select_stage(fused, nf, &p, 1, 0, SM_COUNT, 12, pick), 0);
+    const size_t k = mt_select_stage_in(fused, nf, all, nall, &p, 1, 0, SM_COUNT, 12, pick);
+    assert_int_equal(k, 12);
+    for (size_t i = 0; i < k; i++) {
+        assert_true(pick[i] < nf);
+        assert_string_equal(mt_variant_get(&fused[pick[i]], "epilogue"), "silu");
+        assert_true(mt_find_store_sibling(all, nall, &fused[pick[i]]) != (size_t)-1);
+    }
+    free(fused);
+}
+
 /* GEMM2 candidates: store tiles of the asked BLOCK_M, of any split factor
  * (a plan may pair a split GEMM1 with an unsplit GEMM2 and the other way
  * round), and at M=1 of a long-K GEMM2 split ones are offered. */
@@ -423,6 +450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_split_where_k_is_long),
         cmocka_unit_test(test_select_stage_split),
+        cmocka_unit_test(test_select_stage_fused_only),
         cmocka_unit_test(test_select_gemm2_any_split),
         cmocka_unit_test(test_select_gemv_for_decode),
         cmocka_unit_test(test_default_is_unsplit),

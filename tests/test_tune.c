@@ -421,6 +421,48 @@ static void test_param_filter_per_gemm(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
 }
 
+/* Timed pipelines of a tuned GEMM1 ("gemm1=" ones): how many, and how
+ * many of them with the fused activation. */
+typedef struct fused_scan {
+    int n, fused;
+} fused_scan;
+
+static int scan_fused(const mt_db_candidate *c, void *ctx)
+{
+    fused_scan *s = ctx;
+    if (strncmp(c->pipeline, "gemm1=", 6))
+        return 0;
+    char gemm1[300];
+    mt_strlcpy(gemm1, c->pipeline, sizeof gemm1);
+    gemm1[strcspn(gemm1, ";")] = '\0';
+    s->n++;
+    s->fused += strstr(gemm1, "_silu_") != NULL;
+    return 0;
+}
+
+/* --param gemm1:epilogue=silu: the search times fused GEMM1 tiles, each
+ * with its GEMM2 (the store tiles the filter leaves out of GEMM1's part
+ * still serve as siblings), not the default and cuBLAS alone. */
+static void test_param_filter_fused_gemm1(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/fused.db", mt_test_tmpdir("tune-fused-gemm1"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 1;
+    o.Ms[0] = 64;
+    o.only[0].name = "epilogue", o.only[0].value = "silu", o.only[0].role = 1;
+    o.nonly = 1;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    fused_scan sc = {0};
+    foreach_candidate(path, scan_fused, &sc);
+    printf("  %d GEMM1 pipelines timed, %d fused\n", sc.n, sc.fused);
+    assert_true(sc.n >= 4);
+    assert_int_equal(sc.fused, sc.n);
+}
+
 /* Candidates of one M: counts those whose pipeline is `text`, or (text
  * empty) keeps the first "gemm1=" one in it. */
 typedef struct pair_scan {
@@ -832,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_resume_after_kill),
         cmocka_unit_test(test_param_filter),
         cmocka_unit_test(test_param_filter_per_gemm),
+        cmocka_unit_test(test_param_filter_fused_gemm1),
         cmocka_unit_test(test_refines_the_winner),
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),

@@ -272,9 +272,16 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out)
 {
+    return mt_select_stage_in(all, n, all, n, p, stage, block_m, sm_count, max, out);
+}
+
+size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *pool, size_t npool,
+                          const mt_problem *p, int stage, int64_t block_m, int sm_count, int max,
+                          size_t *out)
+{
     ranked *r = malloc((n ? n : 1) * sizeof *r);
     size_t m = 0, nstores = 0;
-    const mt_variant **stores = stage == 1 ? sorted_store_tiles(all, n, &nstores) : NULL;
+    const mt_variant **stores = stage == 1 ? sorted_store_tiles(pool, npool, &nstores) : NULL;
     if (!r || (stage == 1 && !stores)) {
         free(r);
         free(stores);

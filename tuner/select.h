@@ -23,6 +23,13 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * out; returns the count (0 when out of memory). */
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out);
+/* mt_select_stage with the store siblings of stage 1 looked for in pool
+ * (npool variants) instead of all: for a GEMM1 search that filters leave
+ * without store tiles (`--param gemm1:epilogue=silu`), pool is the whole
+ * variant space. */
+size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *pool, size_t npool,
+                          const mt_problem *p, int stage, int64_t block_m, int sm_count, int max,
+                          size_t *out);
 
 /* Stage 3's neighbours of base along param: the variants of all that
  * differ from it in param only, one per other value; for a value that no

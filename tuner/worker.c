@@ -603,7 +603,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
      * tiles (known good) and the model's picks. */
-    size_t n1 = mt_select_stage(w->search[0], w->nsearch[0], &p, 1, 0, w->prov.sm_count, max, pick);
+    size_t n1 = mt_select_stage_in(w->search[0], w->nsearch[0], w->all, w->nall, &p, 1, 0,
+                                   w->prov.sm_count, max, pick);
     to_all(w, w->search[0], pick, n1);
     size_t nd = 0;
     if (w->search[0] == w->all) {   /* no filter on GEMM1 */
