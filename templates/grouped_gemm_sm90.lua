@@ -197,8 +197,8 @@ return {
     -- "persist" in column chunks: CTAs in pairs (a cluster of 2) taking two
     -- row blocks of one column block, the weight tile multicast into both
     -- by TMA (grouped_gemm_sm90_chunked.cuh). Added to version 7: 1 stays
-    -- out of the names. Correct, and slower than unpaired on the H200 so
-    -- far (docs/PERFORMANCE.md, session 17).
+    -- out of the names. Correct, and level with unpaired tiles on the H200
+    -- (docs/PERFORMANCE.md, session 18).
     { name = "CLUSTER",  abbrev = "c",  values = { 1, 2 }, omit_in_name = 1 },
   },
   default_set = defaults,
