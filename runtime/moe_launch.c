@@ -122,6 +122,25 @@ static int slot_routed(const mt_kernel *k)
     return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
 }
 
+/* Does GEMM kernel k read its A rows by TMA, a box of consecutive rows per
+ * tile (grouped_gemm_sm90 ALOAD=tma), so that they must be laid out per
+ * expert? */
+static int reads_a_by_tma(const mt_kernel *k)
+{
+    const char *aload = mt_variant_get(&k->v, "ALOAD");
+    return aload && !strcmp(aload, "tma");
+}
+
+/* Does the plan keep the intermediate between the GEMMs (GEMM1's output,
+ * the activation's) in the sorted order, a row per position of sorted_ids,
+ * rather than a row per slot: the standard format with a GEMM2 that reads
+ * its A rows by TMA. */
+static int sorted_intermediate(const mt_moe_plan *plan, const mt_problem *p)
+{
+    return p->format == MT_FORMAT_STANDARD && plan->step[MT_STEP_GEMM2].fn &&
+           reads_a_by_tma(&plan->step[MT_STEP_GEMM2]);
+}
+
 /* Does GEMM kernel k add each token's topk slots itself (grouped_gemv's
  * epilogue "sum"), a row block per token? */
 static int sums_topk(const mt_kernel *k)
@@ -270,6 +289,12 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
                        "gemm1 %s and gemm2 %s must both route rows by slot (grouped_gemv, "
                        "BLOCK_M 1) or both take them from the alignment step",
                        g1->v.name, g2->v.name);
+    if (reads_a_by_tma(g1) && p->format == MT_FORMAT_STANDARD)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s reads its A rows by TMA, which needs them laid out per "
+                       "expert: in the standard format GEMM1 gathers token rows (take its "
+                       "ALOAD=cp twin; ALOAD=tma serves GEMM2 there, or the batched format)",
+                       g1->v.name);
     if (slot_routed(g1) && p->format != MT_FORMAT_STANDARD)
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 %s routes rows by slot, which needs the standard format's topk ids",
@@ -305,6 +330,8 @@ typedef struct ws_layout {
     size_t cta_counts;           /* align on a grid: per-CTA expert counts */
     int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
     int64_t max_padded, num_m_blocks, rows;
+    int64_t rows_mid;            /* rows of the intermediate (c1, c2, q2): `rows`, or
+                                  * max_padded in the sorted order */
     int64_t rows1;               /* w8a8: rows of q1 */
     int64_t tiles1, tiles2;      /* output tiles of GEMM1 and GEMM2 */
     int64_t grid1, grid2;        /* their CTAs (gemm_grid) */
@@ -402,6 +429,7 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     const int tensor = mt_quant_granularity(p->quant.mode) == MT_GRAN_TENSOR;
     /* GEMM1 input rows: tokens, or slots when the router weight is applied
      * on input (each slot's weighted row is quantized on its own). */
+    L.rows_mid = sorted_intermediate(plan, p) ? L.max_padded : L.rows;
     L.rows1 = p->format == MT_FORMAT_BATCHED ? L.rows
               : p->apply_router_weight_on_input ? slots : p->M;
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
@@ -422,13 +450,13 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
                                                : 0);
     L.sorted_ids = take(&off, (size_t)L.max_padded * sizeof(int32_t));
     L.block_expert = take(&off, (size_t)(L.max_padded / bm) * sizeof(int32_t));
-    L.c1 = take(&off, (size_t)L.rows * (size_t)(fused ? p->N : 2 * p->N) * es);
-    L.c2 = take(&off, fused || w8a8 ? 0 : (size_t)L.rows * (size_t)p->N * es);
+    L.c1 = take(&off, (size_t)L.rows_mid * (size_t)(fused ? p->N : 2 * p->N) * es);
+    L.c2 = take(&off, fused || w8a8 ? 0 : (size_t)L.rows_mid * (size_t)p->N * es);
     if (w8a8) {
         L.q1 = take(&off, (size_t)L.rows1 * (size_t)p->K);
         L.s1 = take(&off, (size_t)(tensor ? 1 : L.rows1 * act_scales_per_row(p, p->K)) * sizeof(float));
-        L.q2 = take(&off, (size_t)L.rows * (size_t)p->N);
-        L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows * act_scales_per_row(p, p->N)) * sizeof(float));
+        L.q2 = take(&off, (size_t)L.rows_mid * (size_t)p->N);
+        L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows_mid * act_scales_per_row(p, p->N)) * sizeof(float));
     }
     L.c3 = take(&off, p->format == MT_FORMAT_STANDARD && !sums ? (size_t)L.rows * (size_t)p->K * es : 0);
     /* GEMM2 starts after GEMM1 ends on the stream: one region serves both. */
@@ -520,24 +548,52 @@ fail:
     return st;
 }
 
+/* A TMA descriptor of `rank` dimensions over `base` (1- or 2-byte
+ * elements; K innermost) into `out`, in the 128-byte swizzle the warpgroup
+ * MMA reads; rows and K past the ends read as zeros. `what` names the
+ * tensor in the error: its pointer and row bytes are what can be wrong. */
+static mt_status encode_tma_map(const mt_kernel *k, mt_step step, uint64_t *out, const void *base,
+                                uint64_t es, cuuint32_t rank, const cuuint64_t *dims,
+                                const cuuint64_t *strides, const cuuint32_t *box, const char *what,
+                                char *msg, size_t msg_size)
+{
+    if (!mt_cu.cuTensorMapEncodeTiled)
+        return mt_errf(msg, msg_size, MT_ERR_NO_DRIVER,
+                       "%s kernel %s loads its %s by TMA, and this CUDA driver lacks "
+                       "cuTensorMapEncodeTiled (CUDA 12 or newer needed)",
+                       mt_step_name(step), k->v.name, what);
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    CUtensorMap map;
+    _Static_assert(sizeof map == sizeof ((mt_gemm_args *)0)->b_map, "b_map holds a CUtensorMap");
+    _Static_assert(sizeof map == sizeof ((mt_gemm_args *)0)->a_map, "a_map holds a CUtensorMap");
+    CUresult r = mt_cu.cuTensorMapEncodeTiled(
+        &map, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, rank,
+        (void *)(uintptr_t)base, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        char err[128];
+        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
+                       "%s kernel %s: its %s cannot be read by TMA (%s): the pointer %p must be "
+                       "16-byte aligned and its rows of %llu bytes a multiple of 16",
+                       mt_step_name(step), k->v.name, what, mt_cuda_error_text(r, err, sizeof err),
+                       base, (unsigned long long)strides[0]);
+    }
+    memcpy(out, &map, sizeof map);
+    return MT_OK;
+}
+
 /* A BLOAD=tma kernel reads its weight tiles through a TMA descriptor in the
  * argument (templates/moe_args.h b_map): encode it for this launch's B. A
  * box is one 128-byte line of K by the tile's weight rows (half of them per
  * part for a fused activation, whose gate and up rows are parts 0 and 1, or
- * for CTA pairs),
- * in the 128-byte swizzle the warpgroup MMA reads; rows and K past the ends
- * read as zeros. Other kernels: nothing to do. */
+ * for CTA pairs). Other kernels: nothing to do. */
 static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_problem *p,
                                    mt_gemm_args *g, char *msg, size_t msg_size)
 {
     const char *bload = mt_variant_get(&k->v, "BLOAD");
     if (!bload || strcmp(bload, "tma"))
         return MT_OK;
-    if (!mt_cu.cuTensorMapEncodeTiled)
-        return mt_errf(msg, msg_size, MT_ERR_NO_DRIVER,
-                       "%s kernel %s loads its weights by TMA, and this CUDA driver lacks "
-                       "cuTensorMapEncodeTiled (CUDA 12 or newer needed)",
-                       mt_step_name(step), k->v.name);
     if (!mt_quant_is_w8a8(p->quant.mode) && p->quant.mode != MT_QUANT_NONE)
         return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
                        "%s kernel %s: TMA weight loads exist for 16-bit and w8a8 weights only",
@@ -554,24 +610,27 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
      * the first or second half of the rows (templates/grouped_gemm_sm90_chunked.cuh). */
     const int halves = fused || k->cluster > 1;
     const cuuint32_t box[4] = {(cuuint32_t)(128 / es), (cuuint32_t)(halves ? bn / 2 : bn), 1, 1};
-    const cuuint32_t unit[4] = {1, 1, 1, 1};
-    CUtensorMap map;
-    _Static_assert(sizeof map == sizeof g->b_map, "b_map holds a CUtensorMap");
-    CUresult r = mt_cu.cuTensorMapEncodeTiled(
-        &map, es == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 4,
-        (void *)(uintptr_t)g->B, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        char err[128];
-        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
-                       "%s kernel %s: the weights cannot be read by TMA (%s): the %s pointer %p "
-                       "must be 16-byte aligned and its rows of %llu bytes a multiple of 16",
-                       mt_step_name(step), k->v.name, mt_cuda_error_text(r, err, sizeof err),
-                       step == MT_STEP_GEMM1 ? "w1" : "w2", g->B, (unsigned long long)row_bytes);
-    }
-    memcpy(g->b_map, &map, sizeof map);
-    return MT_OK;
+    return encode_tma_map(k, step, g->b_map, g->B, es, 4, dims, strides, box,
+                          step == MT_STEP_GEMM1 ? "weights w1" : "weights w2", msg, msg_size);
+}
+
+/* An ALOAD=tma kernel reads its A rows through a_map: a 2-D view (K, rows)
+ * of `rows` rows laid out per expert (the batched format's local_E *
+ * max_tokens, or the max_padded positions of the sorted order), a box
+ * being one 128-byte line of K by the tile's BLOCK_M rows. Other kernels:
+ * nothing to do. */
+static mt_status encode_rows_map(const mt_kernel *k, mt_step step, const mt_problem *p, int64_t rows,
+                                 mt_gemm_args *g, char *msg, size_t msg_size)
+{
+    if (!reads_a_by_tma(k))
+        return MT_OK;
+    const uint64_t es = mt_quant_is_w8a8(p->quant.mode) ? 1 : mt_dtype_size(p->dtype);
+    const cuuint64_t dims[2] = {(cuuint64_t)g->K, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)g->lda * es};
+    const cuuint32_t box[2] = {(cuuint32_t)(128 / es), (cuuint32_t)mt_variant_int(&k->v, "BLOCK_M", 0)};
+    return encode_tma_map(k, step, g->a_map, g->A, es, 2, dims, strides, box,
+                          step == MT_STEP_GEMM1 ? "A rows (hidden)" : "A rows (the intermediate)",
+                          msg, msg_size);
 }
 
 /* A GEMM launch's kernel, grid and arguments on stderr (launch_seq.trace). */
@@ -579,22 +638,25 @@ static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt
 {
     fprintf(stderr,
             "moetune: %s %s grid %u x %d threads: A %p B %p C %p lda %lld ldb %lld ldc %lld "
-            "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld\n",
+            "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld a_sorted %d "
+            "c_sorted %d\n",
             mt_step_name(step), k->v.name, grid, k->v.threads, g->A, g->B, g->C, (long long)g->lda,
             (long long)g->ldb, (long long)g->ldc, g->N, g->K, g->n_half, g->num_m_blocks,
-            g->max_tokens, (long long)g->b_expert_stride);
+            g->max_tokens, (long long)g->b_expert_stride, g->a_sorted, g->c_sorted);
 }
 
-/* A GEMM step's launch: its weight descriptor first, where it takes one; a
- * slot-routed kernel gets g inside `route` (its routing fields filled by
- * the caller). */
+/* A GEMM step's launch: its TMA descriptors first, where it takes them
+ * (a_rows: the rows of A they view); a slot-routed kernel gets g inside
+ * `route` (its routing fields filled by the caller). */
 static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
-                             const mt_problem *p, mt_gemm_args *g, mt_gemv_slot_args *route,
-                             char *msg, size_t msg_size)
+                             const mt_problem *p, int64_t a_rows, mt_gemm_args *g,
+                             mt_gemv_slot_args *route, char *msg, size_t msg_size)
 {
     if (q->trace)
         trace_gemm(step, k, grid, g);
     mt_status st = encode_weight_map(k, step, p, g, msg, msg_size);
+    if (!st)
+        st = encode_rows_map(k, step, p, a_rows, g, msg, msg_size);
     if (st)
         return st;
     if (!slot_routed(k))
@@ -716,6 +778,12 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     /* GEMM2's output: per slot for the reduce step, or the result itself. */
     void *c3 = standard && !gemm2_sums(plan) ? base + L.c3 : t->out;
     const int on_input = standard && p->apply_router_weight_on_input;
+    /* The intermediate in the sorted order: GEMM1 writes it, the act step
+     * reads and writes it, GEMM2 reads it so (ALOAD=tma). */
+    const int sorted = sorted_intermediate(plan, p);
+    const mt_sorted_rows mid_rows = {
+        .ids = sorted ? (const int32_t *)(base + L.sorted_ids) : NULL,
+        .num_padded = sorted ? flags + 1 : NULL, .num_slots = (int32_t)slots};
 
     /* Grids are 32-bit: a plan whose GEMM grid would not fit (a damaged
      * database's SPLIT_K on a huge batch) is refused before any launch. */
@@ -745,7 +813,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     }
     /* The activation quantizations share everything but their input. */
     mt_quant_args qa = {
-        .topk_ids = standard ? t->topk_ids : NULL, .expert_map = emap,
+        .topk_ids = standard && !sorted ? t->topk_ids : NULL, .expert_map = emap,
         .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
         .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
     if (w8a8 && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
@@ -760,6 +828,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         q1.n = (int32_t)p->K;
         if (standard && !on_input)
             q1.topk_ids = NULL;   /* rows are tokens: all of them feed GEMM1 */
+        else if (on_input)
+            q1.topk_ids = t->topk_ids;   /* rows are slots */
         if (on_input) {
             q1.row_weight = t->topk_weights;
             q1.row_div = (int32_t)p->topk;
@@ -781,7 +851,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .a_scale = w8a8 ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
-        .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1)};
+        .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1),
+        .c_sorted = sorted};
     g1.pdl_early = gemm_early(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1);
     /* Slot-routed GEMMs (no alignment step) read the routing themselves. */
     mt_gemv_slot_args route = {.topk_ids = t->topk_ids, .expert_map = emap, .error_flag = flags,
@@ -789,7 +860,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
                                .topk = (int32_t)p->topk};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
-                          &g1, &route, msg, msg_size)))
+                          L.rows1, &g1, &route, msg, msg_size)))
         return st;
     const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
     if (run_act && w8a8) {
@@ -800,18 +871,19 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         q2.static_scale = qc->static_act_scale ? t->a2_scale : NULL;
         q2.amax = flags + 3;
         q2.ld_in = fused ? p->N : 2 * p->N;
-        q2.rows = (int32_t)L.rows;
+        q2.rows = (int32_t)L.rows_mid;
+        q2.sorted = mid_rows;
         q2.n = (int32_t)p->N;
         if ((st = launch_quant(&seq, MT_STEP_ACT, &plan->step[MT_STEP_ACT], &q2, msg, msg_size)))
             return st;
     } else if (run_act && !fused) {
-        mt_act_args ac = {.in = c1, .out = c2, .topk_ids = standard ? t->topk_ids : NULL,
+        mt_act_args ac = {.in = c1, .out = c2, .topk_ids = standard && !sorted ? t->topk_ids : NULL,
                           .expert_map = emap,
                           .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
-                          .rows = (int32_t)L.rows, .N = (int32_t)p->N,
+                          .sorted = mid_rows, .rows = (int32_t)L.rows_mid, .N = (int32_t)p->N,
                           .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens};
         const mt_kernel *k = &plan->step[MT_STEP_ACT];
-        if ((st = launch(&seq, MT_STEP_ACT, k, elementwise_grid(k, L.rows * (p->N / 8)), &ac, msg,
+        if ((st = launch(&seq, MT_STEP_ACT, k, elementwise_grid(k, L.rows_mid * (p->N / 8)), &ac, msg,
                          msg_size)))
             return st;
     }
@@ -825,6 +897,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.b_expert_stride = p->K * p->N;
     g2.row_weight = standard && !p->apply_router_weight_on_input ? t->topk_weights : NULL;
     g2.a_row_div = 1;
+    g2.a_sorted = sorted;
+    g2.c_sorted = 0;
     g2.N = (int32_t)p->K;
     g2.K = (int32_t)p->N;
     g2.n_half = 0;
@@ -836,7 +910,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, p,
-                          &g2, &route, msg, msg_size)))
+                          L.rows_mid, &g2, &route, msg, msg_size)))
         return st;
     if (mt_moe_plan_uses(plan, p, MT_STEP_REDUCE) && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,

@@ -2,8 +2,8 @@
  * The activation step between the two GEMMs when it is not fused into
  * GEMM1: out[r, :N] = act(in[r, :N]) * in[r, N:2N], 8 elements per thread
  * with 16-byte loads and stores. Rows that hold no live token (a slot whose
- * expert is on another rank, or a batched row past the expert's count) are
- * skipped: nothing wrote their input.
+ * expert is on another rank, a batched row past the expert's count, a
+ * padding row of the sorted order) are skipped: nothing wrote their input.
  */
 #pragma once
 #include "mt_device.cuh"
@@ -14,12 +14,15 @@ template <class T, int ACT> __device__ void act_and_mul(const mt_act_args &a)
 {
     pdl_enter();
     const int chunks = a.N / 8;
-    const int64_t total = (int64_t)a.rows * chunks;
+    const int64_t total = sorted_rows_used(a.sorted, a.rows) * chunks;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int r = (int)(i / chunks), c = (int)(i % chunks);
         if (a.expert_num_tokens) {
             if (r % a.max_tokens >= a.expert_num_tokens[r / a.max_tokens])
+                continue;
+        } else if (a.sorted.ids) {
+            if (!sorted_row_live(a.sorted, r))
                 continue;
         } else if (a.topk_ids && !slot_is_local(a.topk_ids, a.expert_map, a.num_experts, r)) {
             continue;

@@ -24,6 +24,8 @@ __device__ __forceinline__ bool quant_row_live(const mt_quant_args &a, int r)
 {
     if (a.expert_num_tokens)
         return r % a.max_tokens < a.expert_num_tokens[r / a.max_tokens];
+    if (a.sorted.ids)
+        return sorted_row_live(a.sorted, r);
     if (a.topk_ids)
         return slot_is_local(a.topk_ids, a.expert_map, a.num_experts, r);
     return true;

@@ -61,12 +61,13 @@ __device__ __forceinline__ bool tile_row(const mt_gemm_args &a, const tile_rows 
                                          int64_t *arow, int64_t *crow, int *slot)
 {
     if (Cfg::FORMAT == 0) {
-        int s = a.sorted_ids[t.mb * Cfg::BM + r];
+        const int pos = t.mb * Cfg::BM + r;
+        int s = a.sorted_ids[pos];
         if (s >= a.num_slots)
             return false;
         *slot = s;
-        *arow = s / a.a_row_div;
-        *crow = s;
+        *arow = a.a_sorted ? pos : s / a.a_row_div;
+        *crow = a.c_sorted ? pos : s;
         return true;
     }
     int rr = t.r0 + r;

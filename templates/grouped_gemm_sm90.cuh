@@ -30,6 +30,7 @@
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
  * BK, GROUP_M, STAGES, WARPS_M = BM/16 or with SWAP BN/16, WARPS_N = 1) plus
  * PIPE, BLOAD (0: weights by cp.async, 1: by TMA, "ws" and "persist" only),
+ * ALOAD (0: A rows by cp.async, 1: by TMA from rows laid out per expert),
  * SWAP and the generated static mma(acc, desc_a, desc_b).
  */
 #pragma once
@@ -63,10 +64,32 @@ __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, uint64_t
                  "r"(smem_addr(bar))
                  : "memory");
 }
+/* ALOAD=tma: a box of a tile's A rows, from the kernel argument's a_map;
+ * coordinates: element along K, row. */
+__device__ __forceinline__ void tma_load_2d(void *dst, const void *map, uint64_t *bar, int k, int row)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_addr(bar))
+                 : "memory");
+}
 
 /* cp.async writes are generic-proxy writes; the MMA reads through the async
  * proxy. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* A grouped_gemm_sm90 kernel's start: wait for the steps ahead (pdl_enter).
+ * Their writes, made visible by the wait, are generic-proxy writes; a
+ * kernel that reads its A rows (what those steps wrote) by TMA, an
+ * async-proxy read, orders them before its bulk copies with a proxy fence
+ * over global memory. (A programmatic launch runs under the tail of the
+ * step ahead, so no kernel boundary does it.) */
+template <class Cfg> __device__ __forceinline__ void sm90_enter()
+{
+    pdl_enter();
+    if constexpr (Cfg::ALOAD == 1)
+        asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
 
 /* Matrix descriptor of a K-major tile in the 128-byte swizzle (file comment). */
 __device__ __forceinline__ uint64_t sw128_desc(const void *tile)
@@ -98,6 +121,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
                  "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                  "@!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)), "r"(parity) : "memory");
 }
+/* After this thread's mbarrier.init calls (generic-proxy writes), before
+ * the CTA barrier that hands the mbarriers to the other threads: the bulk
+ * copies complete their transactions on them through the async proxy,
+ * which must see them initialized (the proxy fence the CUDA programming
+ * guide's TMA example puts there). */
+__device__ __forceinline__ void mbar_init_fence() { fence_proxy_async(); }
 template <int R> __device__ __forceinline__ void regs_shrink() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R)); }
 template <int R> __device__ __forceinline__ void regs_grow() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R)); }
 
@@ -129,6 +158,7 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
                             : Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0,
                   "tile does not split into warpgroups");
     static_assert(Cfg::BLOAD == 0 || Cfg::PIPE != 0, "TMA weight loads need a copying warpgroup");
+    static_assert(Cfg::ALOAD == 0 || Cfg::PIPE != 0, "TMA row loads need a copying warpgroup");
 };
 
 /* The cp.async copies of one pipeline stage done by LOADERS threads (thread
@@ -140,7 +170,11 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * registers; weight rows are computed as they go, or (BLOAD=tma) the first
  * loader brings the stage's weight tile in with the tensor memory
  * accelerator: one box of BN rows, or for the fused activation two of
- * BN/2 (gate rows, up rows), zero-filled past the ends like the copies. */
+ * BN/2 (gate rows, up rows), zero-filled past the ends like the copies.
+ * With ALOAD=tma the A rows come the same way, one box of BM rows from
+ * a_map: rows laid out per expert (the batched format, or the sorted order
+ * with a_sorted), so a tile's rows are consecutive from a_row0; the row
+ * table is then not needed. */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
@@ -148,10 +182,12 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     static constexpr int A_ITERS = Cfg::BM / STEP, B_ITERS = Cfg::BN / STEP;
     static_assert(STEP % 8 == 0 && Cfg::BM % STEP == 0 && Cfg::BN % STEP == 0, "uneven copy split");
     static constexpr bool TMA = Cfg::BLOAD == 1;
+    static constexpr bool A_TMA = Cfg::ALOAD == 1;
     static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
     const unsigned char *A, *B;
     const int64_t *arow;   /* shared: BM byte offsets into A */
     int cc, r0, dst, nb, expert;
+    int a_row0;            /* ALOAD=tma: the tile's first row in a_map */
     bool lead;             /* issues the TMA copies */
 
     /* Fills the row table: the caller makes the loaders wait for each other
@@ -167,7 +203,8 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         lead = id == 0;
         A = static_cast<const unsigned char *>(a.A);
         B = static_cast<const unsigned char *>(a.B) + (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
-        for (int r = id; r < Cfg::BM; r += LOADERS) {
+        a_row0 = Cfg::FORMAT == 0 ? t.mb * Cfg::BM : t.expert * a.max_tokens + t.r0;
+        for (int r = id; r < (A_TMA ? 0 : Cfg::BM); r += LOADERS) {
             int64_t ar, crow;
             int slot;
             table[r] = tile_row<Cfg>(a, t, r, &ar, &crow, &slot) ? ar * a.lda * (Q::A_BITS / 8) : -1;
@@ -182,18 +219,27 @@ template <class Cfg, int LOADERS> struct sm90_loader {
                                          int kt, uint64_t *full = nullptr) const
     {
         const int k0 = kt * Cfg::BK;
-        if constexpr (TMA) {
+        /* The stage's bulk bytes are expected once, before its first
+         * copy (as CUTLASS's TMA pipelines expect a stage's bytes with one
+         * arrive.expect_tx), so that no copy can complete against a phase
+         * that does not yet expect the bytes of all of them. */
+        if constexpr (A_TMA || TMA) {
             if (lead) {
-                mbar_expect_bytes(full, S::B_STAGE);
+                mbar_expect_bytes(full, (A_TMA ? S::A_STAGE : 0) + (TMA ? S::B_STAGE : 0));
+                if constexpr (A_TMA)
+                    tma_load_2d(sA, a.a_map, full, k0, a_row0);
+                if constexpr (TMA) {
 #pragma unroll
-                for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
-                    tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, k0, nb * BOX_ROWS, part, expert);
+                    for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
+                        tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, k0, nb * BOX_ROWS, part,
+                                    expert);
+                }
             }
         }
         const bool k_ok = k0 + cc * S::EPC < a.K;
         const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
 #pragma unroll
-        for (int i = 0; i < A_ITERS; i++) {
+        for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++) {
             const int64_t off = arow[r0 + i * STEP];
             const bool ok = k_ok && off >= 0;
             cp_async16(sA + dst + i * STEP * S::ROW, ok ? A + off + kbytes : A, ok ? 16 : 0);
@@ -448,7 +494,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     };
 
     const int tid = threadIdx.x, lane = tid & 31;
-    pdl_enter();   /* large-M kernel: nothing worth doing before the inputs */
+    sm90_enter<Cfg>();   /* large-M kernel: nothing worth doing before the inputs */
 
     /* Computing threads: every thread in "sync", else every warpgroup but
      * the first. */
@@ -519,6 +565,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 mbar_init(&full[s], 128);
                 mbar_init(&empty[s], S::CONSUMERS);
             }
+            mbar_init_fence();
         }
         __syncthreads();
         if (tid < 128) {
@@ -554,6 +601,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 mbar_init(&rows_filled[set], 128);
                 mbar_init(&rows_free[set], S::CONSUMERS);
             }
+            mbar_init_fence();
         }
         __syncthreads();
         int it = 0, n = 0;   /* K tiles and output tiles this CTA has done */

@@ -201,6 +201,7 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
 {
     using S = chunked_shape<Cfg>;
     constexpr int HALF = Cfg::BN / 2;
+    static_assert(Cfg::ALOAD == 0, "CTA pairs copy their A rows by cp.async");
     sm90_loader<Cfg, 128> ld;
     ld.init(a, t, nb, tid, arow_table);
     ld.lead = false;   /* the weights: below */
@@ -291,7 +292,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     static_assert(CL == 1 || (CL == 2 && Cfg::BLOAD == 1 && Cfg::BN % 16 == 0), "a pair loads its weights by TMA");
     const int rank = CL > 1 ? (int)(blockIdx.x & 1) : 0;   /* in the pair: clusters are consecutive CTAs */
     const int tid = threadIdx.x;
-    pdl_enter();
+    sm90_enter<Cfg>();
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
@@ -302,6 +303,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             mbar_init(&rows_filled[set], 128);
             mbar_init(&rows_free[set], S::CONSUMERS);
         }
+        mbar_init_fence();
         if constexpr (CL > 1)
             fence_barrier_init();
     }

@@ -215,7 +215,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
                                 reinterpret_cast<int64_t *>(full + S::NBARS), smem + S::EPI_AT};
 
     const int tid = threadIdx.x;
-    pdl_enter();
+    sm90_enter<Cfg>();
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
@@ -230,6 +230,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
             mbar_init(&sm.turn[g], GT);
             mbar_init(&sm.copy_turn[g], S::HALF);
         }
+        mbar_init_fence();
     }
     __syncthreads();
     if (tid < 128) {

@@ -101,6 +101,13 @@ typedef struct mt_gemm_args {
      * with the routing already final: the mma.sync kernel fetches its tile
      * and first weight stages before waiting (mt_device.cuh). 0: wait first. */
     int32_t pdl_early;
+    /* Standard format, rows in the sorted order: the row of tile row r of
+     * row block mb is then its position mb * block_m + r in sorted_ids
+     * rather than its slot (padding positions hold no row). a_sorted: A is
+     * laid out so (the intermediate that GEMM2 reads by TMA, ALOAD=tma);
+     * c_sorted: C is written so (GEMM1 feeding such a GEMM2). */
+    int32_t a_sorted;
+    int32_t c_sorted;
     /* grouped_gemm_sm90 with BLOAD=tma: the tensor-memory-accelerator
      * descriptor of B (a CUtensorMap, encoded by the launcher per launch:
      * runtime/moe_launch.c), a 4-D view (K, rows, parts, expert) with parts
@@ -108,7 +115,22 @@ typedef struct mt_gemm_args {
      * otherwise. Last, so that kernels built before it read the same
      * prefix. Other kernels ignore it. */
     MT_ALIGNAS(64) uint64_t b_map[16];
+    /* grouped_gemm_sm90 with ALOAD=tma: the descriptor of A, a 2-D view
+     * (K, rows) of rows laid out per expert (the batched format, or the
+     * sorted order with a_sorted), one box of a tile's rows by one
+     * 128-byte line of K. */
+    MT_ALIGNAS(64) uint64_t a_map[16];
 } mt_gemm_args;
+
+/* Rows of an intermediate laid out in the sorted order (mt_gemm_args
+ * a_sorted / c_sorted): row r holds slot ids[r] when r < *num_padded and
+ * ids[r] < num_slots; the other rows are padding, neither read nor
+ * written by the steps between the GEMMs. ids NULL: rows are slots. */
+typedef struct mt_sorted_rows {
+    const int32_t *ids;
+    const int32_t *num_padded;
+    int32_t num_slots;
+} mt_sorted_rows;
 
 /* act_quant: quantize rows of activations to fp8 e4m3 / int8 with dynamic
  * (or static per-tensor) scales, as moetune/numeric.h specifies. The value
@@ -139,6 +161,7 @@ typedef struct mt_quant_args {
     int32_t num_experts;
     int32_t max_tokens;
     int32_t phase;
+    mt_sorted_rows sorted;       /* rows in the sorted order, or all NULL (last: see mt_act_args) */
 } mt_quant_args;
 
 /* act_and_mul: out[r, :N] = act(in[r, :N]) * in[r, N:2N] for live rows. */
@@ -152,6 +175,9 @@ typedef struct mt_act_args {
     int32_t N;
     int32_t num_experts;
     int32_t max_tokens;
+    /* Rows in the sorted order, or all NULL. Last, as the other fields
+     * added later: kernels built before them read the same prefix. */
+    mt_sorted_rows sorted;
 } mt_act_args;
 
 /* moe_reduce: out[t, :] = sum_j w(t, j) * Y[row(t, j), :] over local slots;

@@ -195,6 +195,17 @@ __device__ __forceinline__ bool slot_is_local(const int32_t *topk_ids, const int
     return expert_map ? expert_map[e] >= 0 : true;
 }
 
+/* Rows of a sorted-order intermediate (mt_sorted_rows): how many there can
+ * be at most (the padded count), and whether row r holds a slot. */
+__device__ __forceinline__ int64_t sorted_rows_used(const mt_sorted_rows &s, int64_t rows)
+{
+    return s.ids && *s.num_padded < rows ? *s.num_padded : rows;
+}
+__device__ __forceinline__ bool sorted_row_live(const mt_sorted_rows &s, int64_t r)
+{
+    return r < *s.num_padded && s.ids[r] < s.num_slots;
+}
+
 } // namespace mt
 
 #if __CUDA_ARCH__ >= 900

@@ -328,8 +328,19 @@ static void test_sm90_swap_names_and_pruning(void **state)
                 assert_int_equal(mt_variant_int(&v[i], swap ? "BLOCK_N" : "BLOCK_M", 0), 64);
                 assert_int_equal(v[i].threads, 384);
             }
-            const size_t len = strlen(v[i].name);
-            const int tail = len > 6 && !strcmp(v[i].name + len - 6, "_swyes");
+            /* ALOAD=tma (A rows by TMA) adds "_atma" last; never with
+             * PIPE sync (no copying warpgroup), CTA pairs or swapped
+             * operands. */
+            size_t len = strlen(v[i].name);
+            const int atma = !strcmp(mt_variant_get(&v[i], "ALOAD"), "tma");
+            assert_int_equal(len > 5 && !strcmp(v[i].name + len - 5, "_atma"), atma);
+            if (atma) {
+                len -= 5;
+                assert_string_not_equal(pipe, "sync");
+                assert_int_equal(mt_variant_int(&v[i], "CLUSTER", 0), 1);
+                assert_string_equal(mt_variant_get(&v[i], "SWAP"), "no");
+            }
+            const int tail = len > 6 && !strncmp(v[i].name + len - 6, "_swyes", 6);
             assert_int_equal(tail, swap);
             if (swap) {
                 swapped++;

@@ -37,6 +37,7 @@ static struct {
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
+    mt_act_args act;         /* the arguments of the last act_and_mul launch */
 } fake;
 
 static int slot_routed(const mt_variant *v)
@@ -58,6 +59,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
             if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
+            if (st == MT_STEP_ACT && !strcmp(fake.plan->step[st].v.family, "act_and_mul"))
+                memcpy(&fake.act, params[0], sizeof(mt_act_args));
         }
     fake.launches++;
     return CUDA_SUCCESS;
@@ -474,6 +477,105 @@ static void test_token_sum_gemv(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* GEMM2 reading its A rows by TMA (ALOAD=tma) in the standard format: the
+ * intermediate is laid out in the sorted order. GEMM1 writes its rows at
+ * their positions (c_sorted), the act step walks the padded positions and
+ * skips the padding (sorted rows), GEMM2 reads them so (a_sorted) through
+ * a 2-D descriptor of max_padded rows, boxes of BLOCK_M rows; the
+ * intermediate buffers grow from the slots to the padded rows. A GEMM1
+ * with TMA row loads is refused in the standard format, and allowed in the
+ * batched one, where its rows are the experts' [local_E * max_tokens]. */
+static void test_sorted_intermediate(void **state)
+{
+    (void)state;
+    static const char *const cp1 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist"
+                                   "_fwait_btma_e32",
+                          *const tma2 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist"
+                                        "_fwait_btma_e32_atma",
+                          *const act = "mtk_act_and_mul_bf16_silu_t256";
+    mt_problem p;
+    mt_problem_init(&p, 4096, 8, 2, 512, 384);   /* 8192 slots, 9216 padded positions at 128 rows */
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    set_gemm(&plan, MT_STEP_GEMM1, cp1);
+    set_gemm(&plan, MT_STEP_ACT, act);
+    plan.step[MT_STEP_ACT].fn = (CUfunction)(uintptr_t)0x1100;
+    mt_moe_plan by_slot = plan;
+    set_gemm(&by_slot, MT_STEP_GEMM2, cp1);
+    set_gemm(&plan, MT_STEP_GEMM2, tma2);
+    const size_t max_padded = 9216, slots = 8192;
+    /* c1 (2N), c2 (N) per padded position instead of per slot. */
+    assert_int_equal(mt_moe_workspace_size(&plan, &p) - mt_moe_workspace_size(&by_slot, &p),
+                     (max_padded - slots) * 3 * 384 * 2);
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.gemm[0].c_sorted, 1);
+    assert_int_equal(fake.gemm[0].a_sorted, 0);
+    assert_int_equal(fake.gemm[1].a_sorted, 1);
+    assert_int_equal(fake.gemm[1].c_sorted, 0);
+    /* The act step: rows are the padded positions, told apart by sorted_ids. */
+    assert_ptr_equal(fake.act.sorted.ids, fake.gemm[1].sorted_ids);
+    assert_ptr_equal(fake.act.sorted.num_padded, fake.gemm[1].num_padded);
+    assert_int_equal(fake.act.sorted.num_slots, slots);
+    assert_int_equal(fake.act.rows, max_padded);
+    assert_null(fake.act.topk_ids);
+    assert_ptr_equal(fake.act.out, fake.gemm[1].A);
+    /* w1, w2, then GEMM2's rows: K = N, max_padded rows, 128 x 64 boxes. */
+    assert_int_equal(fake.encodes, 3);
+    const encode_call *c = &fake.enc[2];
+    assert_int_equal(c->rank, 2);
+    assert_ptr_equal(c->base, fake.gemm[1].A);
+    assert_int_equal(c->type, CU_TENSOR_MAP_DATA_TYPE_UINT16);
+    assert_int_equal(c->dims[0], 384);
+    assert_int_equal(c->dims[1], max_padded);
+    assert_int_equal(c->strides[0], 384 * 2);
+    assert_int_equal(c->box[0], 64);
+    assert_int_equal(c->box[1], 128);
+    assert_int_equal(c->swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    unsigned char want[128];
+    memset(want, 0xA2, sizeof want);
+    assert_memory_equal(fake.gemm[1].a_map, want, sizeof want);
+    /* The same tile as GEMM1: refused, nothing launched. */
+    mt_moe_plan first = plan;
+    set_gemm(&first, MT_STEP_GEMM1, tma2);
+    assert_int_equal(run(&first, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "reads its A rows by TMA"));
+    assert_non_null(strstr(msg, "ALOAD=cp"));
+    assert_int_equal(fake.launches, 0);
+    /* Batched: GEMM1's rows by TMA too, over the experts' rows. */
+    static const char *const b1 = "mtk_grouped_gemm_sm90_bf16_none_batched_store_m128_n256_k64_g8_s4_ppersist"
+                                  "_fwait_btma_e32_atma";
+    mt_problem q;
+    mt_problem_init(&q, 64, 8, 2, 512, 384);
+    q.format = MT_FORMAT_BATCHED;
+    q.max_tokens = 200;
+    mt_moe_plan batched;
+    memset(&batched, 0, sizeof batched);
+    set_gemm(&batched, MT_STEP_GEMM1, b1);
+    set_gemm(&batched, MT_STEP_GEMM2, b1);
+    set_gemm(&batched, MT_STEP_ACT, act);
+    for (int s = 0; s < MT_STEP_ALL; s++)
+        if (batched.step[s].v.name[0])
+            batched.step[s].fn = (CUfunction)(uintptr_t)(0x1000 + 0x10 * s);
+    fake.plan = &batched;
+    t.expert_num_tokens = (void *)0x7f000000;
+    if (run(&batched, &q, &t, msg, sizeof msg) != MT_OK)
+        fail_msg("batched: %s", msg);
+    assert_int_equal(fake.encodes, 4);
+    for (int i = 0; i < 2; i++) {
+        c = &fake.enc[i == 0 ? 1 : 3];
+        assert_int_equal(c->rank, 2);
+        assert_ptr_equal(c->base, fake.gemm[i].A);
+        assert_int_equal(c->dims[0], i == 0 ? 512 : 384);
+        assert_int_equal(c->dims[1], 8 * 200);
+        assert_int_equal(fake.gemm[i].a_sorted, 0);
+        assert_int_equal(fake.gemm[i].c_sorted, 0);
+    }
+    assert_null(fake.act.sorted.ids);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +586,7 @@ int main(void)
         cmocka_unit_test(test_pair_weight_maps),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
+        cmocka_unit_test(test_sorted_intermediate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -274,6 +274,46 @@ static mt_variant *sm90_points(const char *quant, const char *epilogue, size_t *
     return v;
 }
 
+/* Tiles that read their A rows by TMA (ALOAD=tma) need them laid out per
+ * expert: never a GEMM1 candidate in the standard format (stage 1, and
+ * mt_gemm_role_fits for stage 3), offered as GEMM2 (stage 2) and as GEMM1
+ * in the batched format. */
+static void test_select_row_tma_roles(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", NULL, &nsv);
+    size_t atma = 0;
+    for (size_t i = 0; i < nsv; i++)
+        atma += !strcmp(mt_variant_get(&sv[i], "ALOAD"), "tma");
+    assert_true(atma > 0);
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    for (int64_t M = 64; M <= 4096; M *= 8) {
+        const mt_problem p = qwen3(M);
+        /* Every candidate the model can rank, so that ties cannot hide one. */
+        size_t k = mt_select_stage(sv, nsv, &p, 1, 0, SM_COUNT, (int)nsv, pick);
+        assert_true(k > 0);
+        for (size_t i = 0; i < k; i++)
+            assert_string_equal(mt_variant_get(&sv[pick[i]], "ALOAD"), "cp");
+        k = mt_select_stage(sv, nsv, &p, 2, 128, SM_COUNT, (int)nsv, pick);
+        size_t tma2 = 0;
+        for (size_t i = 0; i < k; i++)
+            tma2 += !strcmp(mt_variant_get(&sv[pick[i]], "ALOAD"), "tma");
+        assert_true(tma2 > 0);
+        mt_problem b = p;
+        b.format = MT_FORMAT_BATCHED;
+        for (size_t i = 0; i < nsv; i++) {
+            const int tma = !strcmp(mt_variant_get(&sv[i], "ALOAD"), "tma");
+            assert_int_equal(mt_gemm_role_fits(&sv[i], &p, 0), !tma);
+            assert_true(mt_gemm_role_fits(&sv[i], &p, 1));
+            assert_true(mt_gemm_role_fits(&sv[i], &b, 0));
+        }
+    }
+    free(pick);
+    free(sv);
+}
+
 /* Swapped warpgroup-MMA tiles (grouped_gemm_sm90, SWAP yes: the weight
  * rows are the MMA's 64-row side, the tokens its N): with a few tokens per
  * expert both a swapped 16-row tile and an unswapped 64-row one are bound
@@ -457,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_select_swapped_sm90),
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
+        cmocka_unit_test(test_select_row_tma_roles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

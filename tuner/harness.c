@@ -71,6 +71,19 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
     if (!g1)
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
     g2 = mt_kernel_set_find_sibling(set, &g1->v, "epilogue", "store");
+    /* A tile reading its A rows by TMA (ALOAD=tma) needs them laid out per
+     * expert: in the standard format it serves as GEMM2, behind its twin
+     * that gathers the token rows (ALOAD=cp). */
+    const char *aload = mt_variant_get(&g1->v, "ALOAD");
+    if (aload && !strcmp(aload, "tma") && p->format == MT_FORMAT_STANDARD) {
+        const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, "ALOAD", "cp");
+        if (!twin)
+            return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND,
+                           "%s reads its A rows by TMA and its ALOAD=cp twin, which would be "
+                           "GEMM1 in the standard format, is not loaded",
+                           gemm1_name);
+        g1 = twin;
+    }
     const char *dt = mt_dtype_name(p->dtype), *act = mt_activation_name(p->activation);
     const char *const none_kv[] = {NULL};
     const char *const act_kv[] = {"dtype", dt, "activation", act, NULL};

@@ -25,7 +25,9 @@ mt_status mt_kernel_set_load(mt_gen *g, const mt_gen_filter *f, mt_kernel_set *s
 void mt_kernel_set_free(mt_kernel_set *set);
 
 /* Compose a plan for p from the set: gemm1 = the grouped_gemm kernel named
- * gemm1_name; gemm2 = its sibling with epilogue "store"; align/act/reduce =
+ * gemm1_name; gemm2 = its sibling with epilogue "store" (a kernel that reads
+ * its A rows by TMA, ALOAD=tma, in the standard format: gemm2 = its store
+ * sibling, gemm1 = its ALOAD=cp twin); align/act/reduce =
  * the first matching kernel of their family. w8a8 quant modes: quant = the
  * first act_quant kernel of the problem's dtype/qtype/gran with act=none,
  * act = the same with act=<activation> (act=none when gemm1 fuses it).

@@ -269,6 +269,12 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
     return s;
 }
 
+int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
+{
+    const char *aload = mt_variant_get(v, "ALOAD");
+    return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
+}
+
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out)
 {
@@ -294,7 +300,7 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
             continue;
         if (stage == 1) {
             const mt_variant *key = &all[i];
-            if (strcmp(epi, "store") && strcmp(epi, act))
+            if ((strcmp(epi, "store") && strcmp(epi, act)) || !mt_gemm_role_fits(key, p, 0))
                 continue;
             if (!bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;

@@ -15,9 +15,15 @@
  * (split-K tiles: more CTAs in flight, plus the partial sums' traffic). */
 double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count);
 
+/* Can v serve as GEMM1 (second = 0) or GEMM2 of p? A tile that reads its A
+ * rows by TMA (ALOAD=tma) needs them laid out per expert, which the
+ * standard format's GEMM1 input is not (runtime/moe_launch.c refuses such a
+ * plan). */
+int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
+
 /* Up to `max` variants of `all` for one stage, best modelled first:
  * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
- * a store sibling present), stage 2 = GEMM2 candidates ("store") whose
+ * a store sibling present, mt_gemm_role_fits), stage 2 = GEMM2 candidates ("store") whose
  * BLOCK_M equals block_m, of any SPLIT_K (GEMM2's K is N, often far
  * shorter than GEMM1's, so it may want another split). Writes indices into
  * out; returns the count (0 when out of memory). */

@@ -373,27 +373,34 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * value the tile cannot take with its weight loads comes with the other
  * loads (mt_select_neighbours: "sync" takes cp.async only), and "persist"
  * for a tile too wide for its whole fp32 epilogue tile comes with the
- * epilogue in column chunks (EPI_COLS, the next round). First of all,
+ * epilogue in column chunks (EPI_COLS, the next round). ALOAD: the A rows
+ * by TMA (GEMM2 reading the sorted intermediate) or by cp.async; the model
+ * cannot tell the two apart either. First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
  * of "store" and the problem's activation), so that the rounds after it
  * refine the pipeline of whichever won; the first stage's few picks may
  * all have been of one kind. */
-static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "WARPS_N", "PIPE",
-                                            "EPI_COLS", "CLUSTER",  "UNROLL", "WARPS",   "AHEAD", NULL};
+static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "WARPS_N", "PIPE",  "EPI_COLS",
+                                            "ALOAD",    "CLUSTER",  "UNROLL", "WARPS",   "AHEAD", NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
- * param: along "epilogue", GEMM1 only, and only "store" or the problem's
- * own activation. */
-static int refinable(const mt_db_key *key, const mt_variant *u, const char *param, int second)
+ * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
+ * the standard format); along "epilogue", GEMM1 only, and only "store" or
+ * the problem's own activation. */
+static int refinable(const mt_db_key *key, const mt_problem *p, const mt_variant *u, const char *param,
+                     int second)
 {
+    if (!mt_gemm_role_fits(u, p, second))
+        return 0;
     if (strcmp(param, "epilogue"))
         return 1;
     const char *epi = mt_variant_get(u, "epilogue");
     return !second && epi && (!strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation)));
 }
 
-static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
+static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, char *msg, size_t msg_size)
 {
+    const int64_t M = p->M;
     const size_t most = w->nsearch[0] > w->nsearch[1] ? w->nsearch[0] : w->nsearch[1];
     size_t *pick = malloc((most ? most : 1) * sizeof *pick);
     mt_status st = MT_OK;
@@ -411,7 +418,7 @@ static mt_status refine(worker *w, const mt_db_key *key, int64_t M, char *msg, s
             to_all(w, w->search[second], pick, n);
             size_t kept = 0;
             for (size_t k = 0; k < n; k++)
-                if (pick[k] != (size_t)-1 && refinable(key, &w->all[pick[k]], refine_params[i], second))
+                if (pick[k] != (size_t)-1 && refinable(key, p, &w->all[pick[k]], refine_params[i], second))
                     pick[kept++] = pick[k];
             n = kept;
             preload(w, pick, n, NULL);
@@ -646,7 +653,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         if (st)
             goto done;
     }
-    if ((st = refine(w, &key, M, msg, msg_size)))
+    if ((st = refine(w, &key, &p, msg, msg_size)))
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
