@@ -16,7 +16,7 @@
 # the tuned pipeline (--db) and perf-table.py reports it.
 #
 # MT_BENCH_PHASE=tune first tunes each problem at the same ten M into
-# $OUT/nvidia-h200.db (moetune tune, MT_TUNE_CANDIDATES GEMM1 tiles per M,
+# $OUT/nvidia-h200.db (and leaves a gzipped copy beside it; moetune tune, MT_TUNE_CANDIDATES GEMM1 tiles per M,
 # default 8; each problem has its own tuning limit, below) and then
 # benches with that database. The per-problem files are packed into
 # $OUT/bench-files.tar at the end (a device call returns at most 8 files).
@@ -133,6 +133,13 @@ if [ "$phase" != tune-only ]; then
   else
     echo "perf-table: no python3 or no results here; run scripts/perf-table.py on the fetched $out/bench-*.json"
   fi
+fi
+# The tuned database also gzipped: a device call returns files of at most 16
+# MiB, and a database with the candidates of a whole retune outgrows that
+# (session 19 lost one of 16.8 MB).
+if [[ "$phase" == tune* ]] && [ -f "$tuned_db" ]; then
+  .gpu/bin/moetune db prune "$tuned_db" >/dev/null || rc=1
+  gzip -9 -c "$tuned_db" >"$tuned_db.gz" || rc=1
 fi
 # One archive of the per-problem files (a device call returns at most 8 files).
 # shellcheck disable=SC2086 # file names without blanks, made above
