@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tuner/harness.h"
 #include "tuner/kernel_set.h"
+#include "tuner/select.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -74,8 +75,7 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
     /* A tile reading its A rows by TMA (ALOAD=tma) needs them laid out per
      * expert: in the standard format it serves as GEMM2, behind its twin
      * that gathers the token rows (ALOAD=cp). */
-    const char *aload = mt_variant_get(&g1->v, "ALOAD");
-    if (aload && !strcmp(aload, "tma") && p->format == MT_FORMAT_STANDARD) {
+    if (!mt_gemm_role_fits(&g1->v, p, 0)) {
         const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, "ALOAD", "cp");
         if (!twin)
             return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND,
