@@ -417,12 +417,14 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * "persist"; `it` as in copy_tile). A stage goes back to the copiers once
  * its MMAs are done: at once in the block modes, which wait for them to
  * fold the sums, else one K tile later (one MMA group stays in flight),
- * the last one after the final wait. */
-template <class Cfg, class AccT, class FAccT, class Scales>
-__device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
-                                             Scales &bs, const unsigned char *sA,
-                                             const unsigned char *sB, uint64_t *full, uint64_t *empty,
-                                             int wg, int k_tiles, int it)
+ * the last one after the final wait. give_back(stage) hands it back: an
+ * arrival on the stage's `empty` (compute_tile), and for a CTA pair on the
+ * peer's too (grouped_gemm_sm90_chunked.cuh). */
+template <class Cfg, class AccT, class FAccT, class Scales, class GiveBack>
+__device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc, FAccT &facc, Scales &bs,
+                                                const unsigned char *sA, const unsigned char *sB,
+                                                uint64_t *full, const GiveBack &give_back, int wg,
+                                                int k_tiles, int it)
 {
     using S = sm90_shape<Cfg>;
     for (int kt = 0; kt < k_tiles; kt++, it++) {
@@ -432,18 +434,27 @@ __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, F
         mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
         if constexpr (S::BLOCK) {
             wgmma_wait<0>();
-            mbar_arrive(&empty[stage]);
+            give_back(stage);
             bs.fold(a, kt, acc, facc);
         } else {
             wgmma_wait<1>();
             if (kt > 0)
-                mbar_arrive(&empty[(it - 1) % Cfg::STAGES]);
+                give_back((it - 1) % Cfg::STAGES);
         }
     }
     wgmma_wait<0>();
     if constexpr (!S::BLOCK)
         if (k_tiles > 0)
-            mbar_arrive(&empty[(it - 1) % Cfg::STAGES]);
+            give_back((it - 1) % Cfg::STAGES);
+}
+template <class Cfg, class AccT, class FAccT, class Scales>
+__device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
+                                             Scales &bs, const unsigned char *sA,
+                                             const unsigned char *sB, uint64_t *full, uint64_t *empty,
+                                             int wg, int k_tiles, int it)
+{
+    compute_tile_by<Cfg>(a, acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
+                         k_tiles, it);
 }
 
 /* PIPE 0 ("sync"): every thread copies and computes; a CTA barrier per

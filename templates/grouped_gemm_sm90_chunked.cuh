@@ -50,7 +50,8 @@
  * grouped_gemm_sm90's PIPE 2 loop with this epilogue in place of
  * stage_tile + write_tile; stage_chunk scales as stage_fragments
  * (gemm_tile.cuh) does. Those places move onto these when the family is next retuned as a
- * whole (an edit to their headers changes every stored kernel's source).
+ * whole (an edit to their headers changes every stored kernel's source); the
+ * MMA loop already has (compute_tile_by, session 20).
  */
 #pragma once
 #include "grouped_gemm_sm90.cuh"
@@ -242,32 +243,13 @@ __device__ __forceinline__ void compute_pair_tile(const mt_gemm_args &a, AccT &a
                                                   uint64_t *full, uint64_t *empty, int wg, int rank, int lane,
                                                   int k_tiles, int it)
 {
-    using S = sm90_shape<Cfg>;
     auto give_back = [&](int stage) {
         mbar_arrive(&empty[stage]);
         __syncwarp();
         if (lane == 0)
             mbar_arrive_peer(&empty[stage], rank ^ 1, 32);
     };
-    for (int kt = 0; kt < k_tiles; kt++, it++) {
-        const int stage = it % Cfg::STAGES;
-        mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
-        fence_proxy_async();
-        mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-        if constexpr (S::BLOCK) {
-            wgmma_wait<0>();
-            give_back(stage);
-            bs.fold(a, kt, acc, facc);
-        } else {
-            wgmma_wait<1>();
-            if (kt > 0)
-                give_back((it - 1) % Cfg::STAGES);
-        }
-    }
-    wgmma_wait<0>();
-    if constexpr (!S::BLOCK)
-        if (k_tiles > 0)
-            give_back((it - 1) % Cfg::STAGES);
+    compute_tile_by<Cfg>(a, acc, facc, bs, sA, sB, full, give_back, wg, k_tiles, it);
 }
 
 template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
