@@ -79,6 +79,9 @@ static void usage(FILE *f)
             "                        candidate log is forgotten, the stored pipeline is\n"
             "                        timed again with the new candidates and the run's\n"
             "                        winner replaces it\n"
+            "  --atomic-sums         also time GEMM2 tiles that add each token's slots into\n"
+            "                        the output by fp32 atomics (epilogue \"sum\"; not\n"
+            "                        bitwise reproducible run to run, so off by default)\n"
             "  --no-isolate          run in this process (a faulting kernel ends the run)\n"
             "  --backend gpu|fake    fake: deterministic numbers without a GPU (for tests)\n"
             "  --list-presets        print the model presets\n\n"
@@ -116,6 +119,10 @@ int mt_cmd_tune(int argc, char **argv)
         }
         if (!strcmp(a, "--retune")) {
             o.retune = 1;
+            continue;
+        }
+        if (!strcmp(a, "--atomic-sums")) {
+            o.atomic_sums = 1;
             continue;
         }
         if (!v) {

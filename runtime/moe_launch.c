@@ -3,6 +3,7 @@
  */
 #include "runtime/moe_launch.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,12 +108,18 @@ void mt_kernel_unload(mt_kernel *k)
         memset(k, 0, sizeof *k);
 }
 
+/* Does GEMM kernel k apply the activation-and-mul in its epilogue (silu,
+ * gelu: a tile of BLOCK_N / 2 gate and as many up columns)? "store" and
+ * "sum" write the product's columns as they are. */
+static int fuses_activation(const mt_kernel *k)
+{
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    return epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0;
+}
+
 static int gemm1_fused(const mt_moe_plan *plan)
 {
-    const char *epi = plan->step[MT_STEP_GEMM1].fn
-                          ? mt_variant_get(&plan->step[MT_STEP_GEMM1].v, "epilogue")
-                          : NULL;
-    return epi && strcmp(epi, "store") != 0;
+    return plan->step[MT_STEP_GEMM1].fn && fuses_activation(&plan->step[MT_STEP_GEMM1]);
 }
 
 /* Does GEMM kernel k route its rows itself, a row block per slot, without
@@ -141,19 +148,43 @@ static int sorted_intermediate(const mt_moe_plan *plan, const mt_problem *p)
            reads_a_by_tma(&plan->step[MT_STEP_GEMM2]);
 }
 
-/* Does GEMM kernel k add each token's topk slots itself (grouped_gemv's
- * epilogue "sum"), a row block per token? */
+/* Does GEMM kernel k add each token's topk slots itself (the epilogue
+ * "sum")? */
 static int sums_topk(const mt_kernel *k)
 {
     const char *epi = mt_variant_get(&k->v, "epilogue");
     return epi && !strcmp(epi, "sum");
 }
 
-/* Does the plan's GEMM2 do so, leaving the reduce step nothing to do? */
+/* Does the plan's GEMM2 do so? A slot-routed one (grouped_gemv, a row block
+ * per token) then writes the output tensor and leaves the reduce step
+ * nothing to do (gemm2_writes_out); a tiled one (grouped_gemm,
+ * grouped_gemm_sm90) adds its rows into fp32 sums in the workspace, zeroed
+ * with the flags, which the reduce step rounds to the output
+ * (gemm2_sums_f32). */
 static int gemm2_sums(const mt_moe_plan *plan)
 {
     return plan->step[MT_STEP_GEMM2].fn && sums_topk(&plan->step[MT_STEP_GEMM2]);
 }
+static int gemm2_writes_out(const mt_moe_plan *plan)
+{
+    return gemm2_sums(plan) && slot_routed(&plan->step[MT_STEP_GEMM2]);
+}
+static int gemm2_sums_f32(const mt_moe_plan *plan)
+{
+    return gemm2_sums(plan) && !slot_routed(&plan->step[MT_STEP_GEMM2]);
+}
+
+/* The first moe_reduce version that reads fp32 sums (mt_reduce_args.y_f32). */
+#define REDUCE_F32_VERSION 4
+
+/* Stored kernels read these offsets (templates/moe_args.h): a field added
+ * in the middle would shift what kernels built before it read. */
+_Static_assert(offsetof(mt_gemm_args, sum_topk) == 188 && offsetof(mt_gemm_args, b_map) == 192 &&
+                   offsetof(mt_gemm_args, a_map) == 320 && sizeof(mt_gemm_args) == 448,
+               "mt_gemm_args keeps the layout of stored kernels");
+_Static_assert(offsetof(mt_gemv_slot_args, topk_ids) == sizeof(mt_gemm_args),
+               "mt_gemv_slot_args keeps the layout of stored kernels");
 
 /* CTAs per output tile of a GEMM kernel (1: not split-K). */
 static int64_t split_k(const mt_kernel *k) { return mt_variant_int(&k->v, "SPLIT_K", 1); }
@@ -164,7 +195,7 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     switch (s) {
     case MT_STEP_ALIGN:
         return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
-    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD && !gemm2_sums(plan);
+    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD && !gemm2_writes_out(plan);
     case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
     case MT_STEP_QUANT: return w8a8;
     default: return 1;
@@ -222,6 +253,10 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     if (plan->step[MT_STEP_GEMM1].fn &&
         (st = mt_moe_quant_supported(p, plan->step[MT_STEP_GEMM1].v.arch, msg, msg_size)))
         return st;
+    if (plan->step[MT_STEP_GEMM1].fn && sums_topk(&plan->step[MT_STEP_GEMM1]))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
+                       plan->step[MT_STEP_GEMM1].v.name);
     const char *dtype = mt_dtype_name(p->dtype);
     for (int s = 0; s < MT_STEP_ALL; s++) {
         const mt_kernel *k = &plan->step[s];
@@ -241,15 +276,22 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         (st = expect_param(g2, MT_STEP_GEMM2, "quant", qn, msg, msg_size)) ||
         (!gemm2_sums(plan) && (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size))))
         return st;
-    if (sums_topk(g1))
+    if (gemm2_sums_f32(plan) && !strcmp(g2->v.family, "grouped_gemv"))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
-                       g1->v.name);
-    if (gemm2_sums(plan) && !slot_routed(g2))
+                       "gemm2 kernel %s sums the topk slots per token, which grouped_gemv does "
+                       "with a row block per token (BLOCK_M 1)", g2->v.name);
+    if (gemm2_sums_f32(plan) && p->format != MT_FORMAT_STANDARD)
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm2 kernel %s sums the topk slots per token, which needs a row block "
-                       "per token (grouped_gemv, BLOCK_M 1)", g2->v.name);
-    if (gemm2_sums(plan) && p->topk > MT_GEMV_SUM_MAX_TOPK)
+                       "gemm2 kernel %s sums the topk slots per token, which needs the standard "
+                       "format's slots", g2->v.name);
+    if (gemm2_sums_f32(plan) && plan->step[MT_STEP_REDUCE].fn &&
+        plan->step[MT_STEP_REDUCE].v.template_version < REDUCE_F32_VERSION)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s leaves fp32 sums, which reduce kernel %s (moe_reduce "
+                       "version %d) cannot read: version %d or later needed",
+                       g2->v.name, plan->step[MT_STEP_REDUCE].v.name,
+                       plan->step[MT_STEP_REDUCE].v.template_version, REDUCE_F32_VERSION);
+    if (gemm2_writes_out(plan) && p->topk > MT_GEMV_SUM_MAX_TOPK)
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm2 kernel %s sums at most %d topk slots per token; the problem has "
                        "topk=%lld", g2->v.name, MT_GEMV_SUM_MAX_TOPK, (long long)p->topk);
@@ -350,8 +392,7 @@ typedef struct ws_layout {
 static int64_t gemm_tiles(const mt_kernel *k, int64_t num_m_blocks, int64_t out_cols)
 {
     int64_t bn = mt_variant_int(&k->v, "BLOCK_N", 64);
-    const char *epi = mt_variant_get(&k->v, "epilogue");
-    if (epi && strcmp(epi, "store") != 0 && !sums_topk(k))
+    if (fuses_activation(k))
         bn /= 2;
     if (bn < 1)
         bn = 1;   /* a fused BLOCK_N of 1 (no template makes one): no division by 0 */
@@ -434,9 +475,8 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
               : p->apply_router_weight_on_input ? slots : p->M;
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
-    /* A summing GEMM2 takes a row block per token. */
-    const int sums = gemm2_sums(plan);
-    L.tiles2 = gemm_tiles(g2, sums ? p->M : L.num_m_blocks, p->K);
+    /* A slot-routed summing GEMM2 takes a row block per token. */
+    L.tiles2 = gemm_tiles(g2, gemm2_writes_out(plan) ? p->M : L.num_m_blocks, p->K);
     L.grid1 = gemm_grid(g1, L.tiles1);
     L.grid2 = gemm_grid(g2, L.tiles2);
     const int split = split_k(g1) > 1 || split_k(g2) > 1;
@@ -458,7 +498,10 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
         L.q2 = take(&off, (size_t)L.rows_mid * (size_t)p->N);
         L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows_mid * act_scales_per_row(p, p->N)) * sizeof(float));
     }
-    L.c3 = take(&off, p->format == MT_FORMAT_STANDARD && !sums ? (size_t)L.rows * (size_t)p->K * es : 0);
+    /* GEMM2's output: a row per slot, or the fp32 sums of a summing GEMM2. */
+    L.c3 = take(&off, p->format != MT_FORMAT_STANDARD || gemm2_writes_out(plan) ? 0
+                      : gemm2_sums_f32(plan) ? (size_t)p->M * (size_t)p->K * sizeof(float)
+                                             : (size_t)L.rows * (size_t)p->K * es);
     /* GEMM2 starts after GEMM1 ends on the stream: one region serves both. */
     const size_t pb1 = partial_bytes(g1, L.tiles1), pb2 = partial_bytes(g2, L.tiles2);
     L.partial = take(&off, pb1 > pb2 ? pb1 : pb2);
@@ -598,8 +641,7 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
         return mt_errf(msg, msg_size, MT_ERR_UNSUPPORTED,
                        "%s kernel %s: TMA weight loads exist for 16-bit and w8a8 weights only",
                        mt_step_name(step), k->v.name);
-    const char *epi = mt_variant_get(&k->v, "epilogue");
-    const int fused = epi && strcmp(epi, "store") != 0;
+    const int fused = fuses_activation(k);
     const uint64_t es = mt_dtype_size(mt_quant_weight_dtype(&p->quant, p->dtype));
     const uint64_t rows = (uint64_t)(fused ? g->n_half : g->N);
     const uint64_t row_bytes = (uint64_t)g->ldb * es;
@@ -639,10 +681,10 @@ static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt
     fprintf(stderr,
             "moetune: %s %s grid %u x %d threads: A %p B %p C %p lda %lld ldb %lld ldc %lld "
             "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld a_sorted %d "
-            "c_sorted %d\n",
+            "c_sorted %d sum_topk %d\n",
             mt_step_name(step), k->v.name, grid, k->v.threads, g->A, g->B, g->C, (long long)g->lda,
             (long long)g->ldb, (long long)g->ldc, g->N, g->K, g->n_half, g->num_m_blocks,
-            g->max_tokens, (long long)g->b_expert_stride, g->a_sorted, g->c_sorted);
+            g->max_tokens, (long long)g->b_expert_stride, g->a_sorted, g->c_sorted, g->sum_topk);
 }
 
 /* A GEMM step's launch: its TMA descriptors first, where it takes them
@@ -775,8 +817,10 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     const int32_t *emap = p->has_expert_map ? t->expert_map : NULL;
     const int64_t bm = mt_variant_int(&plan->step[MT_STEP_GEMM1].v, "BLOCK_M", 16);
     void *c1 = base + L.c1, *c2 = fused ? c1 : base + L.c2;
-    /* GEMM2's output: per slot for the reduce step, or the result itself. */
-    void *c3 = standard && !gemm2_sums(plan) ? base + L.c3 : t->out;
+    /* GEMM2's output: per slot or summed in fp32 for the reduce step, or
+     * the result itself. */
+    const int sums_f32 = gemm2_sums_f32(plan);
+    void *c3 = standard && !gemm2_writes_out(plan) ? base + L.c3 : t->out;
     const int on_input = standard && p->apply_router_weight_on_input;
     /* The intermediate in the sorted order: GEMM1 writes it, the act step
      * reads and writes it, GEMM2 reads it so (ALOAD=tma). */
@@ -795,6 +839,9 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
                                          stream),
+                  msg, msg_size);
+    if (sums_f32 && (steps & MT_STEP_BIT(MT_STEP_ALIGN)))
+        MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)c3, 0, (size_t)(p->M * p->K), stream),
                   msg, msg_size);
     if (mt_moe_plan_uses(plan, p, MT_STEP_ALIGN) && (steps & MT_STEP_BIT(MT_STEP_ALIGN))) {
         mt_align_args al = {
@@ -899,6 +946,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.a_row_div = 1;
     g2.a_sorted = sorted;
     g2.c_sorted = 0;
+    g2.sum_topk = sums_f32 ? (int32_t)p->topk : 0;
     g2.N = (int32_t)p->K;
     g2.K = (int32_t)p->N;
     g2.n_half = 0;
@@ -916,6 +964,12 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
                              .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
                              .K = (int32_t)p->K, .num_experts = (int32_t)p->E};
+        if (sums_f32) {   /* the sums are made: round them, a row per token */
+            rd.topk_ids = NULL;
+            rd.expert_map = NULL;
+            rd.topk = 1;
+            rd.y_f32 = 1;
+        }
         const mt_kernel *k = &plan->step[MT_STEP_REDUCE];
         if ((st = launch(&seq, MT_STEP_REDUCE, k, elementwise_grid(k, p->M * (p->K / 8)), &rd, msg,
                          msg_size)))

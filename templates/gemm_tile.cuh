@@ -48,6 +48,15 @@ template <class Cfg> struct tile_shape {
     static constexpr int EPI_BYTES = Cfg::BM * LDC * 4;
 };
 
+/* Does Cfg add each row into its token's row of an fp32 C (the epilogue
+ * "sum" of GEMM2, Cfg::SUM_TOPK declared) instead of storing it per slot? */
+template <class C, class = void> struct sums_topk_of {
+    static constexpr bool value = false;
+};
+template <class C> struct sums_topk_of<C, decltype(void(C::SUM_TOPK))> {
+    static constexpr bool value = C::SUM_TOPK != 0;
+};
+
 /* Which rows a tile covers, resolved once per CTA. */
 struct tile_rows {
     int expert;
@@ -293,7 +302,13 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
 }
 
 /* rows: the tile's output rows from fill_out_rows, or crow == nullptr to
- * resolve each row where it is written. */
+ * resolve each row where it is written.
+ * A summing GEMM2 (sums_topk_of<Cfg>, standard format, C not in the sorted
+ * order, so crow is the slot) adds the row, rounded to T as a stored row
+ * would be, into row slot / a.sum_topk of C, fp32 [M, ldc] and zeroed by
+ * the launcher: the topk sum of the reduce step, done here in fp32 with
+ * reductions in global memory (in no fixed order; the runtime's reduce
+ * step then rounds each sum to T once). */
 template <class Cfg>
 __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
                                            const float *sC, int tid, int nthreads,
@@ -331,6 +346,16 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
                        round_to<T>(src[q + Cfg::BN / 2] * w);
             else
                 v[q] = src[q] * w;
+        }
+        if constexpr (sums_topk_of<Cfg>::value) {
+            static_assert(Cfg::FORMAT == 0 && !S::FUSED, "the topk sum: GEMM2 of the standard format");
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                v[q] = round_to<T>(v[q]);
+            float *sum = static_cast<float *>(a.C) + (crow / a.sum_topk) * a.ldc + col0;
+            red_add4(sum, v);
+            red_add4(sum + 4, v + 4);
+            continue;
         }
         vec8 out;
 #pragma unroll

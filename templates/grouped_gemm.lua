@@ -7,7 +7,9 @@
 -- 32/64/128 with or without zero points). Device code: grouped_gemm.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
-local EPI = { store = 0, silu = 1, gelu = 2 }
+-- "sum" stores like "store" (EPI 0) and declares SUM_TOPK: GEMM2 adds its
+-- rows into their tokens' fp32 rows (gemm_tile.cuh write_tile).
+local EPI = { store = 0, silu = 1, gelu = 2, sum = 0 }
 local FORMAT = { standard = 0, batched = 1 }
 -- Values of mt_quant_mode.
 local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
@@ -80,7 +82,9 @@ return {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
-    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    -- "sum" (GEMM2 of the standard format): the topk sum in the epilogue,
+    -- by fp32 reductions into the output rows (runtime/moe_launch.c).
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu", "sum" } },
     { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 32, 64, 128, 256 } },
     { name = "BLOCK_K",  abbrev = "k", values = { 32, 64, 128, 256 } },
@@ -99,6 +103,9 @@ return {
   default_set = defaults,
   valid = function(p, target)
     local s = shape(p)
+    if p.epilogue == "sum" and p.format ~= "standard" then
+      return false, "the topk sum is GEMM2's of the standard format"
+    end
     local q = QUANT[p.quant]
     local block = q == 3 or q == 6
     if q >= 1 and q <= 3 and target.sm < 89 then
@@ -143,7 +150,7 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M};
     static constexpr int WARPS_M = ${WARPS_M}, WARPS_N = ${WARPS_N}, STAGES = ${STAGES};
     static constexpr int SPLIT_K = ${SPLIT_K}, PREFETCH = ${PREFETCH};
-};
+${SUM_TOPK}};
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_args args)
 {
     mt::grouped_gemm<${NAME}_cfg>(args);
@@ -151,6 +158,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const mt_gemm_a
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
       WARPS_M = p.WARPS_M, WARPS_N = p.WARPS_N, STAGES = p.STAGES, SPLIT_K = p.SPLIT_K,
-      PREFETCH = p.PREFETCH, THREADS = s.threads })
+      PREFETCH = p.PREFETCH, THREADS = s.threads,
+      SUM_TOPK = p.epilogue == "sum" and "    static constexpr int SUM_TOPK = 1;\n" or "" })
   end,
 }

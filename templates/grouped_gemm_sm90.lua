@@ -29,7 +29,9 @@
 -- accumulator operands is written here, per tile width and operand type.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
-local EPI = { store = 0, silu = 1, gelu = 2 }
+-- "sum" stores like "store" (EPI 0) and declares SUM_TOPK: GEMM2 adds its
+-- rows into their tokens' fp32 rows (gemm_tile.cuh write_tile).
+local EPI = { store = 0, silu = 1, gelu = 2, sum = 0 }
 local FORMAT = { standard = 0, batched = 1 }
 local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
                 ["int8-tensor"] = 4, ["int8-token"] = 5, ["int8-block"] = 6 }
@@ -176,7 +178,9 @@ return {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
-    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu" } },
+    -- "sum" (GEMM2 of the standard format): the topk sum in the epilogue,
+    -- by fp32 reductions into the output rows (runtime/moe_launch.c).
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu", "sum" } },
     -- Token rows of a tile (with SWAP "no", 64 per computing warpgroup).
     { name = "BLOCK_M",  abbrev = "m", values = { 16, 32, 64, 128 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 64, 128, 192, 256 } },
@@ -222,6 +226,9 @@ return {
   default_set = defaults,
   valid = function(p, target)
     if target.arch ~= "sm_90a" then return false, "needs sm_90a" end
+    if p.epilogue == "sum" and p.format ~= "standard" then
+      return false, "the topk sum is GEMM2's of the standard format"
+    end
     if p.BLOAD == "tma" and p.PIPE == "sync" then
       return false, "TMA weight loads need a copying warpgroup (PIPE ws, persist or pingpong)"
     end
@@ -311,7 +318,7 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD}, ALOAD = ${ALOAD};
     static constexpr bool SWAP = ${SWAP};
-${EPI_COLS}${CLUSTER}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}${CLUSTER}${SUM_TOPK}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ mt_gemm_args args)
@@ -328,6 +335,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       EPI_COLS = p.EPI_COLS > 0 and string.format("    static constexpr int EPI_COLS = %d;\n", p.EPI_COLS)
                  or "",
       CLUSTER = p.CLUSTER > 1 and string.format("    static constexpr int CLUSTER = %d;\n", p.CLUSTER) or "",
+      SUM_TOPK = p.epilogue == "sum" and "    static constexpr int SUM_TOPK = 1;\n" or "",
       CLUSTER_DIMS = p.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1) ", p.CLUSTER) or "",
       ENTRY = own or "grouped_gemm_sm90" })
   end,

@@ -108,6 +108,12 @@ typedef struct mt_gemm_args {
      * c_sorted: C is written so (GEMM1 feeding such a GEMM2). */
     int32_t a_sorted;
     int32_t c_sorted;
+    /* GEMM2 with the topk sum in its epilogue (epilogue "sum" of the tiled
+     * families, gemm_tile.cuh write_tile): the topk, and C is fp32 [M, ldc],
+     * zeroed beforehand, into whose row slot / sum_topk each row is added.
+     * 0 for every other kernel (which ignore it). In what was padding
+     * before b_map: the fields after it keep their offsets. */
+    int32_t sum_topk;
     /* grouped_gemm_sm90 with BLOAD=tma: the tensor-memory-accelerator
      * descriptor of B (a CUtensorMap, encoded by the launcher per launch:
      * runtime/moe_launch.c), a 4-D view (K, rows, parts, expert) with parts
@@ -182,7 +188,8 @@ typedef struct mt_act_args {
 
 /* moe_reduce: out[t, :] = sum_j w(t, j) * Y[row(t, j), :] over local slots;
  * row = slot_row ? slot_row[slot] (-1: skip) : slot; w = topk_weights ?
- * topk_weights[slot] : 1. */
+ * topk_weights[slot] : 1. With topk 1 and no ids or weights it rounds the
+ * fp32 sums of a summing GEMM2 (y_f32) to T. */
 typedef struct mt_reduce_args {
     const void *Y;
     void *out;
@@ -195,6 +202,9 @@ typedef struct mt_reduce_args {
     int32_t topk;
     int32_t K;
     int32_t num_experts;
+    /* 1: Y is fp32 (the sums of a summing GEMM2, moe_reduce version 4 and
+     * later), else T. Last: kernels built before read the same prefix. */
+    int32_t y_f32;
 } mt_reduce_args;
 
 #endif

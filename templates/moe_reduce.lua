@@ -1,9 +1,10 @@
 -- moe_reduce: the per-token sum over topk slots (the finalize step).
--- Device code: moe_reduce.cuh.
+-- Device code: moe_reduce.cuh. Version 4 also rounds the fp32 sums of a
+-- summing GEMM2 (mt_reduce_args.y_f32).
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 return {
   family = "moe_reduce",
-  version = 3,
+  version = 4,
   doc = "weigh and sum each token's expert outputs into [M, K]",
   params = {
     { name = "dtype",   abbrev = "", values = { "bf16", "fp16" } },

@@ -46,6 +46,22 @@ template <class T> __device__ __forceinline__ float hi_of(uint32_t w) { return t
 
 struct alignas(16) vec8 { uint32_t w[4]; };   /* 8 sixteen-bit elements */
 
+/* *p += v[0..3] (p 16-byte aligned) as a reduction in global memory: one
+ * vector reduction on sm_90, four scalar ones below. Nothing is returned,
+ * and the order of the additions of several threads to one place is not
+ * fixed. */
+__device__ __forceinline__ void red_add4(float *p, const float *v)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v[0]), "f"(v[1]),
+                 "f"(v[2]), "f"(v[3])
+                 : "memory");
+#else
+    for (int i = 0; i < 4; i++)
+        atomicAdd(p + i, v[i]);
+#endif
+}
+
 /* Programmatic dependent launch (sm_90+; no-ops below). The runtime may
  * launch a pipeline step before the step ahead of it on the stream has
  * finished (moe_launch.c). Such a kernel reads nothing another step writes,

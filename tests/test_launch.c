@@ -38,6 +38,10 @@ static struct {
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
     mt_act_args act;         /* the arguments of the last act_and_mul launch */
+    mt_reduce_args reduce;   /* ... and of the last reduce launch */
+    int memsets;
+    CUdeviceptr memset_at[4];
+    size_t memset_words[4];
 } fake;
 
 static int slot_routed(const mt_variant *v)
@@ -61,6 +65,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
             if (st == MT_STEP_ACT && !strcmp(fake.plan->step[st].v.family, "act_and_mul"))
                 memcpy(&fake.act, params[0], sizeof(mt_act_args));
+            if (st == MT_STEP_REDUCE)
+                memcpy(&fake.reduce, params[0], sizeof(mt_reduce_args));
         }
     fake.launches++;
     return CUDA_SUCCESS;
@@ -68,7 +74,13 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 
 static CUresult fake_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
 {
-    (void)p, (void)v, (void)n, (void)s;
+    (void)s;
+    assert_int_equal(v, 0);
+    if (fake.memsets < 4) {
+        fake.memset_at[fake.memsets] = p;
+        fake.memset_words[fake.memsets] = n;
+    }
+    fake.memsets++;
     return CUDA_SUCCESS;
 }
 
@@ -146,8 +158,9 @@ static mt_moe_tensors fake_tensors(void)
 static mt_status run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
                      char *msg, size_t msg_size)
 {
-    fake.launches = fake.encodes = 0;
+    fake.launches = fake.encodes = fake.memsets = 0;
     memset(fake.gemm, 0, sizeof fake.gemm);
+    memset(&fake.reduce, 0, sizeof fake.reduce);
     const size_t ws = mt_moe_workspace_size(plan, p);
     return mt_moe_run(plan, p, t, (CUdeviceptr)0x80000000u, ws, NULL, msg, msg_size);
 }
@@ -466,7 +479,7 @@ static void test_token_sum_gemv(void **state)
     set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
     fake_driver(0);
     assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
-    assert_non_null(strstr(msg, "needs a row block per token"));
+    assert_non_null(strstr(msg, "with a row block per token"));
     assert_int_equal(fake.launches, 0);
 
     mt_moe_plan first = plan;
@@ -576,6 +589,99 @@ static void test_sorted_intermediate(void **state)
     assert_null(fake.act.sorted.ids);
 }
 
+/* A tiled GEMM2 with the topk sum in its epilogue ("sum"): it adds its rows
+ * into fp32 sums, a row per token (sum_topk = topk, C in the workspace,
+ * zeroed with the flags before the call's first launch), and the reduce
+ * step rounds them (y_f32, one "slot" a token, no ids or weights). The
+ * workspace holds M rows of fp32 sums instead of M * topk rows of T. A
+ * reduce kernel too old to read fp32, a sum as GEMM1 and the batched
+ * format are refused before any launch. */
+static void test_tiled_topk_sum(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m128_n256_k64_g8_s4_ppersist"
+                                  "_fwait_btma_e32",
+                          *const sum2 = "mtk_grouped_gemm_sm90_bf16_none_standard_sum_m128_n256_k64_g8_s4"
+                                        "_ppersist_fwait_btma_e32_atma",
+                          *const store2 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4"
+                                          "_ppersist_fwait_btma_e32_atma";
+    mt_problem p;
+    mt_problem_init(&p, 300, 8, 4, 512, 384);
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    set_gemm(&plan, MT_STEP_GEMM1, g1);
+    mt_moe_plan per_slot = plan;
+    set_gemm(&per_slot, MT_STEP_GEMM2, store2);
+    set_gemm(&plan, MT_STEP_GEMM2, sum2);
+    assert_true(mt_moe_plan_uses(&plan, &p, MT_STEP_REDUCE));
+    /* c3: 300 x 512 fp32 instead of 1200 x 512 bf16 (both multiples of 256 bytes). */
+    assert_int_equal(mt_moe_workspace_size(&per_slot, &p) - mt_moe_workspace_size(&plan, &p),
+                     1200 * 512 * 2 - 300 * 512 * 4);
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    if (run(&plan, &p, &t, msg, sizeof msg) != MT_OK)
+        fail_msg("%s", msg);
+    assert_int_equal(fake.gemm[0].sum_topk, 0);
+    assert_int_equal(fake.gemm[1].sum_topk, 4);
+    assert_int_equal(fake.gemm[1].ldc, 512);
+    assert_ptr_equal(fake.gemm[1].row_weight, t.topk_weights);
+    assert_int_equal(fake.gemm[1].a_sorted, 1);   /* its rows by TMA: the sorted intermediate */
+    /* w2's descriptor as a storing GEMM2's: K rows of one part, whole-tile boxes. */
+    assert_int_equal(fake.encodes, 3);
+    expect_map(&fake.enc[1], t.w2, CU_TENSOR_MAP_DATA_TYPE_UINT16, 384, 512, 1, 8, 2, 512 * 384, 256);
+    const uintptr_t sums = (uintptr_t)fake.gemm[1].C;
+    assert_true(sums >= 0x80000000u && sums + 300 * 512 * 4 <= 0x80000000u + mt_moe_workspace_size(&plan, &p));
+    /* The flags, then the sums, zeroed before the first launch. */
+    assert_int_equal(fake.memsets, 2);
+    assert_int_equal(fake.memset_at[1], sums);
+    assert_int_equal(fake.memset_words[1], 300 * 512);
+    assert_int_equal(fake.launched[fake.launches - 1], MT_STEP_REDUCE);
+    assert_ptr_equal(fake.reduce.Y, fake.gemm[1].C);
+    assert_ptr_equal(fake.reduce.out, t.out);
+    assert_int_equal(fake.reduce.y_f32, 1);
+    assert_int_equal(fake.reduce.topk, 1);
+    assert_int_equal(fake.reduce.M, 300);
+    assert_int_equal(fake.reduce.ldy, 512);
+    assert_null(fake.reduce.topk_ids);
+    assert_null(fake.reduce.topk_weights);
+    /* The storing twin: per-slot rows, the reduce step sums them. */
+    if (run(&per_slot, &p, &t, msg, sizeof msg) != MT_OK)
+        fail_msg("%s", msg);
+    assert_int_equal(fake.gemm[1].sum_topk, 0);
+    assert_int_equal(fake.memsets, 1);
+    assert_int_equal(fake.reduce.y_f32, 0);
+    assert_int_equal(fake.reduce.topk, 4);
+    assert_ptr_equal(fake.reduce.topk_ids, t.topk_ids);
+    /* A reduce kernel of version 3 reads T only: refused. */
+    mt_moe_plan old = plan;
+    old.step[MT_STEP_REDUCE].v.template_version = 3;
+    assert_int_equal(run(&old, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "fp32 sums"));
+    assert_non_null(strstr(msg, "version 4 or later"));
+    assert_int_equal(fake.launches, 0);
+    assert_int_equal(fake.memsets, 0);
+    /* The sum as GEMM1: refused. */
+    mt_moe_plan first = plan;
+    set_gemm(&first, MT_STEP_GEMM1, sum2);
+    assert_int_equal(run(&first, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "only GEMM2"));
+    assert_int_equal(fake.launches, 0);
+    /* The batched format has no slots to sum by (a damaged database's text). */
+    mt_problem q = p;
+    q.format = MT_FORMAT_BATCHED;
+    q.max_tokens = 400;
+    mt_moe_plan batched = plan;
+    for (int s = 0; s < MT_STEP_ALL; s++)
+        for (int i = 0; i < batched.step[s].v.nparams; i++)
+            if (!strcmp(batched.step[s].v.params[i].name, "format"))
+                strcpy(batched.step[s].v.params[i].value, "batched");
+    t.expert_num_tokens = (void *)0x7f000000;
+    assert_int_equal(run(&batched, &q, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "sums the topk slots per token, which needs the standard format"));
+    assert_int_equal(fake.launches, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
+        cmocka_unit_test(test_tiled_topk_sum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

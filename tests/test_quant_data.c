@@ -89,7 +89,7 @@ static void test_quant_kernels_compile(void **state)
             if (fp8 && a == 1)
                 assert_int_equal(n, 0);   /* no fp8 tensor cores on sm_80: pruned */
             else
-                assert_true(n > 0 && n <= 4 * 2 * 2 * 3);   /* <= 4 tiles per combination */
+                assert_true(n > 0 && n <= 4 * 2 * (4 + 3));   /* <= 4 tiles per dtype and format-epilogue pair */
         }
         static const char *const qt[] = {"fp8", "int8"};
         for (int i = 0; i < 2; i++) {

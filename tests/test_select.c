@@ -298,16 +298,34 @@ static void test_select_row_tma_roles(void **state)
             assert_string_equal(mt_variant_get(&sv[pick[i]], "ALOAD"), "cp");
         k = mt_select_stage(sv, nsv, &p, 2, 128, SM_COUNT, (int)nsv, pick);
         size_t tma2 = 0;
-        for (size_t i = 0; i < k; i++)
+        for (size_t i = 0; i < k; i++) {
             tma2 += !strcmp(mt_variant_get(&sv[pick[i]], "ALOAD"), "tma");
+            /* The tiled sum twins are stage 3's to time, not stage 2's... */
+            assert_string_equal(mt_variant_get(&sv[pick[i]], "epilogue"), "store");
+        }
+        /* ... unless a filter left no store twins (`--param gemm2:epilogue=sum`). */
+        mt_variant *sums = malloc(nsv * sizeof *sums);
+        assert_non_null(sums);
+        size_t nsums = 0;
+        for (size_t i = 0; i < nsv; i++)
+            if (!strcmp(mt_variant_get(&sv[i], "epilogue"), "sum"))
+                sums[nsums++] = sv[i];
+        assert_true(nsums > 0);
+        k = mt_select_stage(sums, nsums, &p, 2, 128, SM_COUNT, (int)nsums, pick);
+        assert_true(k > 0);
+        for (size_t i = 0; i < k; i++)
+            assert_int_equal(mt_variant_int(&sums[pick[i]], "BLOCK_M", 0), 128);
+        free(sums);
         assert_true(tma2 > 0);
         mt_problem b = p;
         b.format = MT_FORMAT_BATCHED;
         for (size_t i = 0; i < nsv; i++) {
             const int tma = !strcmp(mt_variant_get(&sv[i], "ALOAD"), "tma");
-            assert_int_equal(mt_gemm_role_fits(&sv[i], &p, 0), !tma);
+            const int sum = !strcmp(mt_variant_get(&sv[i], "epilogue"), "sum");
+            assert_int_equal(mt_gemm_role_fits(&sv[i], &p, 0), !tma && !sum);
             assert_true(mt_gemm_role_fits(&sv[i], &p, 1));
-            assert_true(mt_gemm_role_fits(&sv[i], &b, 0));
+            assert_int_equal(mt_gemm_role_fits(&sv[i], &b, 0), !sum);
+            assert_int_equal(mt_gemm_role_fits(&sv[i], &b, 1), !sum);
         }
     }
     free(pick);

@@ -271,7 +271,10 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
 
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
-    const char *aload = mt_variant_get(v, "ALOAD");
+    const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
+    if (epi && !strcmp(epi, "sum"))   /* the topk sum: GEMM2 of the standard format */
+        return second && p->format == MT_FORMAT_STANDARD &&
+               (strcmp(v->family, "grouped_gemv") || p->topk <= MT_GEMV_SUM_MAX_TOPK);
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
 }
 
@@ -287,8 +290,8 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
 {
     ranked *r = malloc((n ? n : 1) * sizeof *r);
     size_t m = 0, nstores = 0;
-    const mt_variant **stores = stage == 1 ? sorted_store_tiles(pool, npool, &nstores) : NULL;
-    if (!r || (stage == 1 && !stores)) {
+    const mt_variant **stores = sorted_store_tiles(pool, npool, &nstores);
+    if (!r || !stores) {
         free(r);
         free(stores);
         return 0;
@@ -304,10 +307,18 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
                 continue;
             if (!bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;
-        } else if ((strcmp(epi, "store") && strcmp(epi, "sum")) ||
-                   mt_variant_int(&all[i], "BLOCK_M", 0) != block_m ||
-                   (!strcmp(epi, "sum") && p->topk > MT_GEMV_SUM_MAX_TOPK)) {
-            continue;   /* "sum": BLOCK_M 1 only (grouped_gemv), topk <= 32 (the plan check) */
+        } else {
+            const mt_variant *key = &all[i];
+            if ((strcmp(epi, "store") && strcmp(epi, "sum")) || mt_variant_int(key, "BLOCK_M", 0) != block_m ||
+                !mt_gemm_role_fits(key, p, 1))
+                continue;
+            /* A tiled family's "sum" whose store twin is a candidate: stage 3
+             * times it against the twin it chose (tuner/worker.c refinable);
+             * grouped_gemv's sums are tiles of their own (a row block per
+             * token). */
+            if (!strcmp(epi, "sum") && strcmp(key->family, "grouped_gemv") &&
+                bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
+                continue;
         }
         r[m].idx = i;
         r[m].us = mt_gemm_model_us(&all[i], p, stage == 2, sm_count);

@@ -18,18 +18,21 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
 /* Can v serve as GEMM1 (second = 0) or GEMM2 of p? A tile that reads its A
  * rows by TMA (ALOAD=tma) needs them laid out per expert, which the
  * standard format's GEMM1 input is not (runtime/moe_launch.c refuses such a
- * plan). */
+ * plan); the topk sum in the epilogue ("sum") is GEMM2's of the standard
+ * format (grouped_gemv's for a topk of at most MT_GEMV_SUM_MAX_TOPK). */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Up to `max` variants of `all` for one stage, best modelled first:
  * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
- * a store sibling present, mt_gemm_role_fits), stage 2 = GEMM2 candidates ("store") whose
+ * a store sibling present, mt_gemm_role_fits), stage 2 = GEMM2 candidates ("store", or
+ * "sum": grouped_gemv's, and a tiled family's when its store twin is not in the pool,
+ * else stage 3 times it) whose
  * BLOCK_M equals block_m, of any SPLIT_K (GEMM2's K is N, often far
  * shorter than GEMM1's, so it may want another split). Writes indices into
  * out; returns the count (0 when out of memory). */
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out);
-/* mt_select_stage with the store siblings of stage 1 looked for in pool
+/* mt_select_stage with the store siblings (twins) looked for in pool
  * (npool variants) instead of all: for a GEMM1 search that filters leave
  * without store tiles (`--param gemm1:epilogue=silu`), pool is the whole
  * variant space. */

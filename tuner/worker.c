@@ -385,17 +385,26 @@ static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "W
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
- * the standard format); along "epilogue", GEMM1 only, and only "store" or
- * the problem's own activation. */
-static int refinable(const mt_db_key *key, const mt_problem *p, const mt_variant *u, const char *param,
-                     int second)
+ * the standard format, the topk sum GEMM2's); along "epilogue", GEMM1 takes
+ * "store" or the problem's own activation, GEMM2 "store" or "sum" (the topk
+ * sum in its epilogue: this round weighs it against the reduce step), a
+ * tiled family's "sum" (atomics) only under o->atomic_sums. */
+static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_problem *p, const mt_variant *u,
+                     const char *param, int second)
 {
+    const char *e = mt_variant_get(u, "epilogue");
+    if (second && e && !strcmp(e, "sum") && strcmp(u->family, "grouped_gemv") && !o->atomic_sums)
+        return 0;
     if (!mt_gemm_role_fits(u, p, second))
         return 0;
     if (strcmp(param, "epilogue"))
         return 1;
     const char *epi = mt_variant_get(u, "epilogue");
-    return !second && epi && (!strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation)));
+    if (!epi)
+        return 0;
+    if (second)
+        return !strcmp(epi, "store") || !strcmp(epi, "sum");
+    return !strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation));
 }
 
 static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, char *msg, size_t msg_size)
@@ -418,7 +427,7 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, ch
             to_all(w, w->search[second], pick, n);
             size_t kept = 0;
             for (size_t k = 0; k < n; k++)
-                if (pick[k] != (size_t)-1 && refinable(key, p, &w->all[pick[k]], refine_params[i], second))
+                if (pick[k] != (size_t)-1 && refinable(w->o, key, p, &w->all[pick[k]], refine_params[i], second))
                     pick[kept++] = pick[k];
             n = kept;
             preload(w, pick, n, NULL);

@@ -64,6 +64,12 @@ typedef struct mt_tune_opts {
      * worker restarted after a fault) an M is retuned once; an M whose
      * retuning was cut short resumes; a new run with retune starts over. */
     int retune;
+    /* GEMM2 may add its rows into the output by atomics (the tiled
+     * families' epilogue "sum": the topk sum in fp32 reductions whose order
+     * varies, so results are not bitwise reproducible run to run): stage 3
+     * times such a twin of its GEMM2 only with this set. Off by default; a
+     * GEMM2 filter that admits only "sum" asks for it too. */
+    int atomic_sums;
     char run_id[48];           /* set by mt_tune_run (marks what this run finished); leave "" */
 } mt_tune_opts;
 
