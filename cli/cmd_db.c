@@ -1,7 +1,8 @@
 /*
- * `moetune db`: show, export, import, merge, verify, prune and refresh
- * tuned databases. Calls the public db API (moetune/db.h); refresh also
- * the templates (moetune/gen.h, tuner/refresh.h).
+ * `moetune db`: show, export, import, merge, verify, prune, refresh and
+ * make deterministic tuned databases. Calls the public db API
+ * (moetune/db.h); refresh and deterministic also the templates
+ * (moetune/gen.h, tuner/refresh.h, tuner/deterministic.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "common/util.h"
 #include "moetune/db.h"
 #include "moetune/gen.h"
+#include "tuner/deterministic.h"
 #include "tuner/refresh.h"
 
 typedef struct db_sub {
@@ -444,25 +446,25 @@ static void print_line(const char *line, void *ctx)
     printf("  %s\n", line);
 }
 
-static int cmd_refresh(int argc, char **argv)
+/* A command over one database and the templates the tuner uses, with
+ * --dry-run only: parse, print the help, open both (the database read-only
+ * for a dry run), then job(), whose status is the exit code's. */
+typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, int dry_run);
+
+static int run_with_templates(int argc, char **argv, const char *usage, const char *help,
+                              template_job job)
 {
     static const char *const allowed[] = {"--dry-run", NULL};
     opts o;
-    int rc = parse_opts(argc, argv, refresh_usage, allowed, 0, &o);
+    int rc = parse_opts(argc, argv, usage, allowed, 0, &o);
     if (rc)
         return rc;
     if (o.help) {
-        printf("usage: %s\n\nCheck every stored kernel against the templates the tuner uses "
-               "(MT_TEMPLATE_PATH, MT_TEMPLATE_DIR, else the installed ones). A kernel made "
-               "from older templates whose variant and source the current templates generate "
-               "the same, byte for byte, gets the current template hash, so the runtime no "
-               "longer reports it as made from other templates; one whose source changed "
-               "keeps its hash (tune it again). Nothing is compiled or timed. --dry-run "
-               "reports only.\n", refresh_usage);
+        printf("usage: %s\n\n%s\n", usage, help);
         return MT_EXIT_OK;
     }
     if (o.npos != 1)
-        return usage_error(refresh_usage, "expected one database%s", "");
+        return usage_error(usage, "expected one database%s", "");
     mt_gen *g = NULL;
     if (mt_gen_open(NULL, &g) != MT_OK) {
         fprintf(stderr, "moetune db: templates: %s\n", g ? mt_gen_errmsg(g) : "out of memory");
@@ -474,19 +476,67 @@ static int cmd_refresh(int argc, char **argv)
         mt_gen_close(g);
         return MT_EXIT_FAIL;
     }
-    mt_refresh_stats s;
-    char msg[1024];
-    mt_status st = mt_refresh_kernels(db, g, o.dry_run, print_line, NULL, &s, msg, sizeof msg);
+    rc = job(db, g, o.pos[0], o.dry_run);
     mt_gen_close(g);
     mt_db_close(db);
-    printf("%s: kernels %d current, %d %s, %d changed, %d not of these templates\n", o.pos[0],
-           s.current, s.refreshed, o.dry_run ? "would be refreshed" : "refreshed", s.changed,
-           s.unknown);
+    return rc;
+}
+
+static int refresh_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
+{
+    mt_refresh_stats s;
+    char msg[1024];
+    mt_status st = mt_refresh_kernels(db, g, dry_run, print_line, NULL, &s, msg, sizeof msg);
+    printf("%s: kernels %d current, %d %s, %d changed, %d not of these templates\n", path, s.current,
+           s.refreshed, dry_run ? "would be refreshed" : "refreshed", s.changed, s.unknown);
     if (st) {
-        fprintf(stderr, "moetune db: refresh %s: %s\n", o.pos[0], msg);
+        fprintf(stderr, "moetune db: refresh %s: %s\n", path, msg);
         return MT_EXIT_FAIL;
     }
     return MT_EXIT_OK;
+}
+
+static int cmd_refresh(int argc, char **argv)
+{
+    return run_with_templates(
+        argc, argv, refresh_usage,
+        "Check every stored kernel against the templates the tuner uses (MT_TEMPLATE_PATH, "
+        "MT_TEMPLATE_DIR, else the installed ones). A kernel made from older templates whose "
+        "variant and source the current templates generate the same, byte for byte, gets the "
+        "current template hash, so the runtime no longer reports it as made from other "
+        "templates; one whose source changed keeps its hash (tune it again). Nothing is "
+        "compiled or timed. --dry-run reports only.",
+        refresh_job);
+}
+
+static const char *const deterministic_usage = "moetune db deterministic DB [--dry-run]";
+
+static int deterministic_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
+{
+    mt_deterministic_stats s;
+    char msg[1024];
+    mt_status st = mt_make_deterministic(db, g, dry_run, print_line, NULL, &s, msg, sizeof msg);
+    printf("%s: %d entries sum by atomics, %d %s, %d left\n", path, s.entries, s.replaced,
+           dry_run ? "would be replaced" : "replaced", s.left);
+    if (st) {
+        fprintf(stderr, "moetune db: deterministic %s: %s\n", path, msg);
+        return MT_EXIT_FAIL;
+    }
+    return s.left ? MT_EXIT_FAIL : MT_EXIT_OK;
+}
+
+static int cmd_deterministic(int argc, char **argv)
+{
+    return run_with_templates(
+        argc, argv, deterministic_usage,
+        "Make every entry bitwise reproducible run to run: an entry whose GEMM2 adds each "
+        "token's slots into the output by fp32 atomics (a grouped_gemm or grouped_gemm_sm90 tile "
+        "with the epilogue \"sum\", which `moetune tune --atomic-sums` may choose) gets the "
+        "fastest candidate of its own tuning run that keeps its GEMM1 and stores GEMM2 per slot, "
+        "with that candidate's measured time; the GEMM2 kernel is compiled here (NVRTC, no GPU "
+        "needed) and stored, the old entry stays in the history. An entry with no such "
+        "candidate is reported and left (exit 1). --dry-run reports only.",
+        deterministic_job);
 }
 
 static const db_sub subs[] = {
@@ -494,6 +544,7 @@ static const db_sub subs[] = {
     {"import", cmd_import, import_usage}, {"merge", cmd_merge, merge_usage},
     {"verify", cmd_verify, verify_usage}, {"prune", cmd_prune, prune_usage},
     {"refresh", cmd_refresh, refresh_usage},
+    {"deterministic", cmd_deterministic, deterministic_usage},
 };
 
 static void db_usage(FILE *f)

@@ -4,9 +4,9 @@
  * templates still generate gets the current template hash, one whose source
  * or variant differs keeps its own, one the templates do not make is left
  * alone; a dry run changes nothing. And the shipped database: in
- * rollback-journal mode, sound, and no kernel in it waits for a refresh (a
+ * rollback-journal mode, sound, no kernel in it waits for a refresh (a
  * template edit that left a shipped kernel's source as it was must come
- * with `moetune db refresh`).
+ * with `moetune db refresh`), and no entry sums by atomics.
  */
 #include "tests/support.h"
 
@@ -19,6 +19,7 @@
 #include "moetune/db.h"
 #include "moetune/gen.h"
 #include "tests/db_fixture.h"
+#include "tuner/deterministic.h"
 #include "tuner/refresh.h"
 
 /* Store v with source text (NULL: what the templates generate) as made
@@ -249,7 +250,9 @@ static void test_resolve(void **state)
  * holds no kernel that a refresh would bring up to date: a template edit that kept a shipped kernel's source must come with
  * `moetune db refresh db/tuned/nvidia-h200.db`, or the runtime reports the
  * kernel as made from other templates. Kernels whose source changed are
- * counted, not failed: they wait for tuning on the GPU. */
+ * counted, not failed: they wait for tuning on the GPU. And no entry's
+ * GEMM2 sums by atomics (results reproducible run to run; `moetune db
+ * deterministic` takes them out). */
 static void test_shipped_database(void **state)
 {
     (void)state;
@@ -284,6 +287,11 @@ static void test_shipped_database(void **state)
                  "older template hash: run `moetune db refresh %s`", s.refreshed, path, path);
     int problems = -1;
     assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_OK);
+    mt_deterministic_stats d;
+    assert_int_equal(mt_make_deterministic(db, g, 1, NULL, NULL, &d, msg, sizeof msg), MT_OK);
+    if (d.entries)
+        fail_msg("%d entries of %s add GEMM2's rows by atomics: run `moetune db deterministic %s`",
+                 d.entries, path, path);
     mt_db_close(db);
     mt_gen_close(g);
 }

@@ -345,27 +345,7 @@ static mt_status gpu_kernel(void *self, const mt_variant *v, mt_db_kernel *out, 
                             size_t msg_size)
 {
     gpu_backend *b = self;
-    mt_kernel_binary *bin = NULL;
-    memset(out, 0, sizeof *out);
-    mt_status st = mt_gen_compile(b->gen, v, 1, &bin);
-    if (st) {
-        mt_errf(msg, msg_size, st, "compiling %s: %s", v->name, bin && bin->log ? bin->log : "");
-        mt_kernel_binaries_free(bin, 1);
-        return st;
-    }
-    out->variant = bin->variant;
-    out->source = bin->source;
-    out->source_len = bin->source_len;
-    out->image = bin->image;
-    out->image_len = bin->image_len;
-    out->is_ptx = bin->is_ptx;
-    bin->source = NULL;
-    bin->image = NULL;
-    st = mt_gen_template_hash(b->gen, v->family, out->template_hash);
-    mt_kernel_binaries_free(bin, 1);
-    if (st)
-        mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(b->gen));
-    return st;
+    return mt_kernel_record(b->gen, v, out, msg, msg_size);
 }
 
 /* The endless kernel of MT_TUNE_INJECT_HANG: one thread polling a flag

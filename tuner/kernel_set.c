@@ -70,3 +70,29 @@ done:
     free(todo);
     return st;
 }
+
+mt_status mt_kernel_record(mt_gen *g, const mt_variant *v, mt_db_kernel *out, char *msg,
+                           size_t msg_size)
+{
+    mt_kernel_binary *bin = NULL;
+    memset(out, 0, sizeof *out);
+    mt_status st = mt_gen_compile(g, v, 1, &bin);
+    if (st) {
+        mt_errf(msg, msg_size, st, "compiling %s: %s", v->name, bin && bin->log ? bin->log : "");
+        mt_kernel_binaries_free(bin, 1);
+        return st;
+    }
+    out->variant = bin->variant;
+    out->source = bin->source;
+    out->source_len = bin->source_len;
+    out->image = bin->image;
+    out->image_len = bin->image_len;
+    out->is_ptx = bin->is_ptx;
+    bin->source = NULL;
+    bin->image = NULL;
+    st = mt_gen_template_hash(g, v->family, out->template_hash);
+    mt_kernel_binaries_free(bin, 1);
+    if (st)
+        mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
+    return st;
+}

@@ -5,6 +5,7 @@
 #ifndef MT_TUNER_KERNEL_SET_H
 #define MT_TUNER_KERNEL_SET_H
 
+#include "moetune/db.h"
 #include "tuner/harness.h"
 
 /* Compile (through the cache) and load the variants not yet in the set. */
@@ -16,5 +17,11 @@ const mt_kernel *mt_kernel_set_find(const mt_kernel_set *set, const char *name);
  * sibling: "epilogue", "store"), or NULL. */
 const mt_kernel *mt_kernel_set_find_sibling(const mt_kernel_set *set, const mt_variant *like,
                                             const char *param, const char *value);
+
+/* The database record of variant v: compiled through the cache, with its
+ * source, image and the family's template hash. *out owns its buffers
+ * (mt_db_kernel_free). */
+mt_status mt_kernel_record(mt_gen *g, const mt_variant *v, mt_db_kernel *out, char *msg,
+                           size_t msg_size);
 
 #endif
