@@ -80,6 +80,45 @@ static int out_close(out_file *o, int ok)
     return done;
 }
 
+/* "--experts-hit M:N,...": want[i] = N for the M of Ms[i]; each M one of
+ * the --M values, N in [1, min(E, M * topk)]. 0 (false) after a message. */
+static int parse_experts_hit(const char *text, const mt_problem *shape, const int64_t *Ms, int nM,
+                             int *want)
+{
+    for (const char *p = text; *p; p += *p == ',') {
+        char *end = NULL;
+        const long long m = strtoll(p, &end, 10);
+        long long n = -1;
+        if (end != p && *end == ':') {
+            const char *q = end + 1;
+            n = strtoll(q, &end, 10);
+            if (end == q)
+                n = -1;
+        }
+        if (n < 0 || (*end && *end != ',')) {
+            fprintf(stderr, "moetune bench: --experts-hit wants M:N pairs, comma-separated: '%s'\n",
+                    text);
+            return 0;
+        }
+        int i = 0;
+        while (i < nM && Ms[i] != m)
+            i++;
+        const long long most = shape->E < m * shape->topk ? shape->E : m * shape->topk;
+        if (i == nM) {
+            fprintf(stderr, "moetune bench: --experts-hit: M=%lld is not one of the --M values\n", m);
+            return 0;
+        }
+        if (n < 1 || n > most) {
+            fprintf(stderr, "moetune bench: --experts-hit: M=%lld can hit 1 to %lld experts, not %lld\n",
+                    m, most, n);
+            return 0;
+        }
+        want[i] = (int)n;
+        p = end;
+    }
+    return 1;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -96,6 +135,9 @@ static void usage(FILE *f)
             "                    this database (this GPU's entry at the nearest M, checked\n"
             "                    once against the CPU reference); no entry: the column is\n"
             "                    empty\n"
+            "  --experts-hit M:N,...  at each listed M, route the tokens so that N distinct\n"
+            "                    experts are hit (the first such seed; another run's\n"
+            "                    routing of the shape, a peer table's; scripts/gpu-bench-all.sh)\n"
             "  --json FILE       also write one JSON line per M\n"
             "  --svg FILE        also write a chart (time and roofline fraction against M)\n\n"
             "Times, per M, the whole standard-format pipeline: tuned (with --db), the\n"
@@ -114,6 +156,7 @@ int mt_cmd_bench(int argc, char **argv)
     int nM = 4;
     int64_t reps = 30, max_candidates = 0;
     int pipeline_only = 0;
+    const char *hits = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -146,6 +189,8 @@ int mt_cmd_bench(int argc, char **argv)
             ok = mt_arg_int(v, 0, 1000, &max_candidates);
         else if (!strcmp(a, "--db"))
             db = v;
+        else if (!strcmp(a, "--experts-hit"))
+            hits = v;
         else if (!strcmp(a, "--json"))
             json = v;
         else if (!strcmp(a, "--svg"))
@@ -167,9 +212,13 @@ int mt_cmd_bench(int argc, char **argv)
                     (long long)Ms[i], (long long)Ms[i - 1]);
             return MT_EXIT_USAGE;
         }
+    int want[64] = {0};
+    if (hits && !parse_experts_hit(hits, &sa.shape, Ms, nM, want))
+        return MT_EXIT_USAGE;
     mt_bench_opts o = {.shape = sa.shape, .label = sa.label, .Ms = Ms, .nM = nM,
                        .reps = (int)reps, .warmup = 3, .max_candidates = (int)max_candidates,
-                       .pipeline_only = pipeline_only, .db_path = db};
+                       .pipeline_only = pipeline_only, .db_path = db,
+                       .experts_hit_want = hits ? want : NULL};
     out_file jf, sf;
     int opened = out_open(&jf, json);
     opened = opened && out_open(&sf, svg);

@@ -13,7 +13,11 @@
 # batched experts stage and cuBLAS: about twice the time) trade time for
 # detail. MT_BENCH_PROBLEMS picks a subset by name. With a tuned database
 # (MT_BENCH_DB, default db/tuned/nvidia-h200.db) present, bench also times
-# the tuned pipeline (--db) and perf-table.py reports it.
+# the tuned pipeline (--db) and perf-table.py reports it. Each problem's
+# tokens are routed so that as many experts are hit at each M as in the
+# peer's run (bench/peer-h200.csv's experts_hit, `moetune bench
+# --experts-hit`: the weights a small batch reads go with it);
+# MT_BENCH_MATCH_HITS=0 keeps the usual seeds (the tables of sessions 2-20).
 #
 # MT_BENCH_PHASE=tune first tunes each problem at the same ten M into
 # $OUT/nvidia-h200.db (and leaves a gzipped copy beside it; moetune tune, MT_TUNE_CANDIDATES GEMM1 tiles per M,
@@ -118,8 +122,13 @@ if [ "$phase" != tune-only ]; then
       continue
     fi
     start=$(date +%s)
+    hits=()
+    if [ "${MT_BENCH_MATCH_HITS:-1}" = 1 ]; then
+      list=$(awk -F, -v p="$name" '$1 == p { printf "%s%s:%s", sep, $2, $3; sep = "," }' bench/peer-h200.csv)
+      [ -z "$list" ] || hits=(--experts-hit "$list")
+    fi
     # shellcheck disable=SC2086 # $shape is a list of options
-    timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" --json "$out/bench-$name.json" \
+    timeout "$lim" .gpu/bin/moetune bench $shape "${opts[@]}" ${hits[@]+"${hits[@]}"} --json "$out/bench-$name.json" \
       --svg "$out/bench-$name.svg" >"$out/bench-$name.log" 2>&1
     r=$?
     points=$(grep -c . "$out/bench-$name.json" 2>/dev/null)

@@ -20,6 +20,7 @@
 #include "moetune/moetune.h"
 #include "tuner/bench.h"
 #include "tuner/cublas_baseline.h"
+#include "tuner/harness.h"
 #include "tuner/tuned_plan.h"
 
 #define SKU "NVIDIA H200"
@@ -142,6 +143,7 @@ static mt_bench_row make_row(int64_t M, int tuned)
     memset(&r, 0, sizeof r);
     mt_problem_init(&r.p, M, 128, 8, 2048, 768);
     r.experts_hit = 8;
+    r.seed = 1042;
     r.candidates = 6;
     r.dflt = (mt_bench_time){.us = 50.0 + (double)M, .min_us = NAN, .max_us = NAN};
     mt_strlcpy(r.dflt.name, "k_default", sizeof r.dflt.name);
@@ -211,6 +213,7 @@ static void test_json(void **state)
     assert_true(fabs(num(j, "tuned_max_us") - r.tuned.max_us) < 1e-3);
     assert_true(fabs(num(j, "best_us") - r.best.us) < 1e-3);
     assert_true(fabs(num(j, "M") - 256) < 1e-9);
+    assert_true(fabs(num(j, "seed") - 1042) < 1e-9);
     assert_string_equal(mt_json_str(mt_json_get(j, "tuned_kernel"), NULL), "mtk_tuned");
     assert_string_equal(mt_json_str(mt_json_get(j, "tuned_source"), NULL), "tuned");
     assert_true(fabs(num(j, "tuned_from_m") - 64) < 1e-9);
@@ -384,6 +387,43 @@ static void test_bad_database(void **state)
     assert_non_null(strstr(msg, missing));
 }
 
+/* The routing seed for a wanted count of experts hit (`bench --experts-hit`):
+ * the data made with the seed found hits that many; a count the first seed
+ * already has keeps it; one no seed reaches leaves the first seed. Mixtral
+ * at M = 8 (16 slots over 8 experts) hits 7 or 8 with most seeds. */
+static void test_seed_for_hits(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_problem_init(&p, 8, 8, 2, 64, 64);
+    char msg[256];
+    for (int want = 6; want <= 8; want++) {
+        uint64_t seed = 0;
+        int hit = 0;
+        assert_int_equal(mt_routing_seed_for_hits(&p, MT_ROUTING_UNIFORM, 43, 1000, 4096, want, &seed, &hit),
+                         MT_OK);
+        assert_int_equal(hit, want);
+        assert_int_equal((seed - 43) % 1000, 0);
+        mt_problem_data d;
+        assert_int_equal(mt_problem_data_make(&d, &p, MT_ROUTING_UNIFORM, seed, 0, msg, sizeof msg), MT_OK);
+        assert_int_equal(mt_experts_hit(d.h_topk_ids, p.M * p.topk, p.E, NULL), want);
+        mt_problem_data_free(&d);
+    }
+    uint64_t first = 0;
+    int first_hit = 0, hit = 0;
+    assert_int_equal(mt_routing_seed_for_hits(&p, MT_ROUTING_UNIFORM, 43, 1000, 1, 0, &first, &first_hit),
+                     MT_OK);
+    assert_int_equal(first, 43);
+    uint64_t seed = 0;
+    assert_int_equal(mt_routing_seed_for_hits(&p, MT_ROUTING_UNIFORM, 43, 1000, 4096, first_hit, &seed, &hit),
+                     MT_OK);
+    assert_int_equal(seed, 43);   /* the first seed already has it */
+    /* 16 slots cannot hit 1 expert (topk 2 picks distinct ones). */
+    assert_int_equal(mt_routing_seed_for_hits(&p, MT_ROUTING_UNIFORM, 43, 1000, 64, 1, &seed, &hit), MT_OK);
+    assert_int_equal(seed, 43);
+    assert_int_equal(hit, first_hit);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_json),       cmocka_unit_test(test_table),
         cmocka_unit_test(test_chart),      cmocka_unit_test(test_bad_database),
         cmocka_unit_test(test_cublas_baseline_refuses_quant),
+        cmocka_unit_test(test_seed_for_hits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

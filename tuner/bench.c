@@ -143,19 +143,7 @@ fail:
 static int experts_hit(const mt_problem_data *d)
 {
     const mt_problem *p = &d->p;
-    unsigned char *seen = calloc((size_t)p->E, 1);
-    int hit = 0;
-    if (!seen)
-        return -1;
-    for (int64_t i = 0; i < p->M * p->topk; i++) {
-        int32_t e = d->h_topk_ids[i];
-        if (e < 0 || e >= p->E || (p->has_expert_map && d->h_expert_map[e] < 0) || seen[e])
-            continue;
-        seen[e] = 1;
-        hit++;
-    }
-    free(seen);
-    return hit;
+    return mt_experts_hit(d->h_topk_ids, p->M * p->topk, p->E, p->has_expert_map ? d->h_expert_map : NULL);
 }
 
 /* The tuned choice of d's problem: composed from ctx, checked once against
@@ -253,11 +241,11 @@ void mt_bench_write_json(FILE *f, const mt_bench_opts *o, const mt_bench_row *r)
     fprintf(f,
             ",\"quant\":\"%s\",\"dtype\":\"%s\",\"activation\":\"%s\","
             "\"E\":%lld,\"topk\":%lld,\"K\":%lld,\"N\":%lld,\"M\":%lld,\"experts_hit\":%d,"
-            "\"reps\":%d,\"candidates\":%d",
+            "\"seed\":%llu,\"reps\":%d,\"candidates\":%d",
             mt_quant_mode_name(p->quant.mode), mt_dtype_name(p->dtype),
             mt_activation_name(p->activation), (long long)p->E, (long long)p->topk,
-            (long long)p->K, (long long)p->N, (long long)p->M, r->experts_hit, o->reps,
-            r->candidates);
+            (long long)p->K, (long long)p->N, (long long)p->M, r->experts_hit,
+            (unsigned long long)r->seed, o->reps, r->candidates);
     json_us(f, "default_us", r->dflt.us, 1);
     json_str(f, "default_kernel", r->dflt.name);
     json_us(f, "best_us", r->best.us, 1);
@@ -484,14 +472,25 @@ mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size)
         p.M = o->Ms[mi];
         mt_problem_data ds, dbat;
         memset(&dbat, 0, sizeof dbat);
-        if ((st = mt_problem_data_make(&ds, &p, MT_ROUTING_UNIFORM, 42 + (uint64_t)mi, 1, msg,
-                                       msg_size)))
+        uint64_t seed = 42 + (uint64_t)mi;
+        const int want = o->experts_hit_want && !p.has_expert_map ? o->experts_hit_want[mi] : 0;
+        if (want > 0) {
+            int got = 0;
+            if ((st = mt_routing_seed_for_hits(&p, MT_ROUTING_UNIFORM, seed, 1000, 4096, want, &seed,
+                                               &got))) {
+                mt_errf(msg, msg_size, st, "out of memory choosing the routing");
+                goto done;
+            }
+            if (got != want)
+                fprintf(stderr, "moetune bench: M=%lld: no routing of 4096 seeds hits %d experts; "
+                        "the usual one (%d hit) is timed\n", (long long)p.M, want, got);
+        }
+        if ((st = mt_problem_data_make(&ds, &p, MT_ROUTING_UNIFORM, seed, 1, msg, msg_size)))
             goto done;
         /* The same seed: the batched data has the same routing. */
         p.format = MT_FORMAT_BATCHED;
         if (!o->pipeline_only &&
-            (st = mt_problem_data_make(&dbat, &p, MT_ROUTING_UNIFORM, 42 + (uint64_t)mi, 1, msg,
-                                       msg_size))) {
+            (st = mt_problem_data_make(&dbat, &p, MT_ROUTING_UNIFORM, seed, 1, msg, msg_size))) {
             mt_problem_data_free(&ds);
             goto done;
         }
@@ -501,6 +500,7 @@ mt_status mt_bench_run(const mt_bench_opts *o, char *msg, size_t msg_size)
         int timed_b = 0;
         r->p = ds.p;
         r->experts_hit = experts_hit(&ds);
+        r->seed = seed;
         r->tuned.us = r->tuned.min_us = r->tuned.max_us = INFINITY;
         r->experts_measured = !o->pipeline_only;
         r->cublas_measured = !o->pipeline_only && p.quant.mode == MT_QUANT_NONE;

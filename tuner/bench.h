@@ -41,6 +41,11 @@ typedef struct mt_bench_opts {
     int pipeline_only;       /* 1: leave out the batched experts stage and cuBLAS
                                 (their JSON fields are null) */
     const char *db_path;     /* optional: a tuned database; adds the tuned column */
+    /* optional, per Ms[i]: route so that this many experts are hit (the
+     * first such of 4096 seeds from the usual one; 0: the usual seed), to
+     * time the work of another run's routing of the same shape (a peer's
+     * table). Ignored with an expert map. */
+    const int *experts_hit_want;
     FILE *json;              /* optional: one JSON object per M, one per line */
     FILE *svg;               /* optional: a chart of time and roofline fraction vs M */
 } mt_bench_opts;
@@ -55,6 +60,7 @@ typedef struct mt_bench_time {
 typedef struct mt_bench_row {
     mt_problem p;            /* standard format, M set */
     int experts_hit, candidates;
+    uint64_t seed;           /* of the data (mt_problem_data_make) */
     mt_bench_time dflt, best;
     double roofline_us, flops, weight_bytes;
     int tuned_state;         /* 0: no database, 1: no entry, 2: found */

@@ -364,6 +364,10 @@ static mt_status make_qweights(const mt_problem *p, int second, uint64_t seed, v
                   : MT_OK;
 }
 
+/* The generator state mt_problem_data_make starts from for seed (the
+ * routing draws from it first, the other data from offsets of it). */
+static uint64_t data_state(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 12345; }
+
 static void route(mt_problem_data *d, mt_routing routing, uint64_t *s)
 {
     const mt_problem *p = &d->p;
@@ -394,6 +398,55 @@ static void route(mt_problem_data *d, mt_routing routing, uint64_t *s)
             d->h_topk_weights[t * p->topk + j] = logits[j] / sum;
     }
     free(perm);
+}
+
+int mt_experts_hit(const int32_t *topk_ids, int64_t slots, int64_t E, const int32_t *expert_map)
+{
+    unsigned char *seen = calloc((size_t)(E > 0 ? E : 1), 1);
+    int hit = 0;
+    if (!seen)
+        return -1;
+    for (int64_t i = 0; i < slots; i++) {
+        const int32_t e = topk_ids[i];
+        if (e < 0 || e >= E || (expert_map && expert_map[e] < 0) || seen[e])
+            continue;
+        seen[e] = 1;
+        hit++;
+    }
+    free(seen);
+    return hit;
+}
+
+mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint64_t first,
+                                   uint64_t stride, int tries, int want, uint64_t *seed, int *hit)
+{
+    mt_problem_data d;
+    memset(&d, 0, sizeof d);
+    d.p = *p;
+    const size_t slots = (size_t)(p->M * p->topk);
+    d.h_topk_ids = malloc(slots * sizeof(int32_t) + 16);
+    d.h_topk_weights = malloc(slots * sizeof(float) + 16);
+    mt_status st = d.h_topk_ids && d.h_topk_weights ? MT_OK : MT_ERR_NO_MEMORY;
+    *seed = first;
+    *hit = -1;
+    for (int k = 0; k < tries && !st; k++) {
+        const uint64_t sd = first + stride * (uint64_t)k;
+        uint64_t s = data_state(sd);
+        route(&d, routing, &s);
+        const int h = mt_experts_hit(d.h_topk_ids, (int64_t)slots, p->E, NULL);
+        if (h < 0)
+            st = MT_ERR_NO_MEMORY;
+        else if (k == 0)
+            *hit = h;
+        if (h == want) {
+            *seed = sd;
+            *hit = h;
+            break;
+        }
+    }
+    free(d.h_topk_ids);
+    free(d.h_topk_weights);
+    return st;
 }
 
 /* Copy bytes to a new device buffer, remembered in mem[*n] for freeing;
@@ -494,7 +547,7 @@ mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routi
     mt_status st = mt_problem_validate(q, msg, msg_size);
     if (st)
         return st;
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
+    uint64_t s = data_state(seed);
     const size_t es = mt_dtype_size(q->dtype);
     const size_t slots = (size_t)(q->M * q->topk);
     const int quant = q->quant.mode != MT_QUANT_NONE;

@@ -70,6 +70,20 @@ mt_status mt_problem_data_make(mt_problem_data *d, const mt_problem *p, mt_routi
                                uint64_t seed, int upload, char *msg, size_t msg_size);
 void mt_problem_data_free(mt_problem_data *d);
 
+/* Distinct experts among `slots` topk ids (local ones: expert_map[e] >= 0,
+ * when a map is given); -1 when out of memory. */
+int mt_experts_hit(const int32_t *topk_ids, int64_t slots, int64_t E, const int32_t *expert_map);
+
+/* The first of the seeds first, first + stride, ... (tries of them) whose
+ * routing (as mt_problem_data_make(p, routing, seed) makes it, without
+ * making the rest of the data) reaches `want` distinct experts: *seed and
+ * *hit are that one's; when none does, *seed = first and *hit its count.
+ * For a benchmark that compares with another run's routing of the same
+ * shape: the experts hit set how many weights a small batch reads.
+ * Ignores an expert map. MT_ERR_NO_MEMORY when out of memory. */
+mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint64_t first,
+                                   uint64_t stride, int tries, int want, uint64_t *seed, int *hit);
+
 /* What one rank of expert parallelism holds of a problem's data, on the
  * current context's GPU: tokens [tok0, tok0 + M) (hidden, topk ids and
  * weights; one row of buffers when M = 0), experts [e0, e0 + ne) of w1/w2
