@@ -106,7 +106,8 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
 #define MT_STEPS_EVERY ((1u << MT_STEP_ALL) - 1u)
 
 /* mt_moe_run enqueuing only the launches of the steps in the mask (the
- * flag words and split-K tile counters are cleared with the align step; a
+ * flag words, split-K tile counters and a summing GEMM2's fp32 sums are
+ * cleared with the align step; a
  * complete split-K GEMM launch leaves its counters at 0), for timing the
  * steps one by one on a workspace a full run has filled, on the same
  * inputs: a step run alone reads what the steps before it left there (a
