@@ -10,12 +10,6 @@
 #include "common/util.h"
 #include "tuner/kernel_set.h"
 
-int mt_variant_sums_by_atomics(const mt_variant *v)
-{
-    const char *epi = mt_variant_get(v, "epilogue");
-    return epi && !strcmp(epi, "sum") && strcmp(v->family, "grouped_gemv") != 0;
-}
-
 /* Appends every entry to an mt_buf of mt_db_entry records. */
 static int collect_entry(const mt_db_entry *e, void *ctx)
 {
@@ -32,15 +26,17 @@ typedef struct pick {
 
 typedef struct scan {
     const mt_db_entry *e;
+    char key[512];   /* e's key text (mt_db_key_format), formatted once */
     const char *gemm1;
-    mt_buf picks;   /* of `pick` */
+    mt_buf picks;    /* of `pick` */
 } scan;
 
-static int same_key(const mt_db_key *a, const mt_db_key *b)
+/* Is the candidate's key the entry's? */
+static int same_key(const scan *s, const mt_db_key *k)
 {
-    char ta[512], tb[512];
-    return !strcmp(a->sku, b->sku) && mt_db_key_format(a, ta, sizeof ta) == MT_OK &&
-           mt_db_key_format(b, tb, sizeof tb) == MT_OK && !strcmp(ta, tb);
+    char text[512];
+    return !strcmp(k->sku, s->e->key.sku) && mt_db_key_format(k, text, sizeof text) == MT_OK &&
+           !strcmp(text, s->key);
 }
 
 /* The value of `role=` in a candidate's text, copied into out (empty: none). */
@@ -64,7 +60,7 @@ static int collect_pick(const mt_db_candidate *c, void *ctx)
     scan *s = ctx;
     char g1[MT_VARIANT_NAME_MAX];
     pick k;
-    if (!c->ok || c->time_us < 0 || c->M != s->e->M || !same_key(&c->key, &s->e->key))
+    if (!c->ok || c->time_us < 0 || c->M != s->e->M || !same_key(s, &c->key))
         return 0;
     role_of(c->pipeline, "gemm1", g1, sizeof g1);
     role_of(c->pipeline, "gemm2", k.gemm2, sizeof k.gemm2);
@@ -102,7 +98,10 @@ static mt_status fix_entry(mt_db *db, mt_gen *g, const mt_db_entry *e, const cha
 {
     scan s = {.e = e, .gemm1 = gemm1};
     *done = 0;
-    mt_status st = mt_db_foreach_candidate(db, collect_pick, &s);
+    mt_status st = mt_db_key_format(&e->key, s.key, sizeof s.key);
+    if (st)
+        return mt_errf(msg, msg_size, st, "the key of M=%lld does not format", (long long)e->M);
+    st = mt_db_foreach_candidate(db, collect_pick, &s);
     if (!st && s.picks.oom)
         st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
     else if (st)

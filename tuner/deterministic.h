@@ -20,17 +20,13 @@
 #include <stddef.h>
 #include "moetune/db.h"
 #include "moetune/gen.h"
+#include "tuner/select.h"   /* mt_variant_sums_by_atomics */
 
 typedef struct mt_deterministic_stats {
     int entries;     /* entries whose GEMM2 sums by atomics */
     int replaced;    /* ... given a deterministic candidate of their run */
     int left;        /* ... left as they were: no such candidate */
 } mt_deterministic_stats;
-
-/* Does kernel variant v add its rows into the output by atomics (a tiled
- * family's epilogue "sum"; grouped_gemv's "sum" adds a token's slots in
- * order, a row block per token)? */
-int mt_variant_sums_by_atomics(const mt_variant *v);
 
 /* Replace the entries of db whose GEMM2 sums by atomics (file comment);
  * with dry_run, report only. report (may be NULL) gets one line per such

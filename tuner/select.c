@@ -278,6 +278,12 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
 }
 
+int mt_variant_sums_by_atomics(const mt_variant *v)
+{
+    const char *epi = mt_variant_get(v, "epilogue");
+    return epi && !strcmp(epi, "sum") && strcmp(v->family, "grouped_gemv") != 0;
+}
+
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out)
 {
@@ -316,8 +322,7 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
              * times it against the twin it chose (tuner/worker.c refinable);
              * grouped_gemv's sums are tiles of their own (a row block per
              * token). */
-            if (!strcmp(epi, "sum") && strcmp(key->family, "grouped_gemv") &&
-                bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
+            if (mt_variant_sums_by_atomics(key) && bsearch(&key, stores, nstores, sizeof *stores, cmp_but_epilogue))
                 continue;
         }
         r[m].idx = i;

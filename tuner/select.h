@@ -22,6 +22,12 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * format (grouped_gemv's for a topk of at most MT_GEMV_SUM_MAX_TOPK). */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
+/* Does kernel variant v add its rows into the output by atomics (a tiled
+ * family's epilogue "sum": fp32 reductions in no fixed order, so not
+ * bitwise reproducible run to run)? grouped_gemv's "sum" adds a token's
+ * slots in order, a row block per token. */
+int mt_variant_sums_by_atomics(const mt_variant *v);
+
 /* Up to `max` variants of `all` for one stage, best modelled first:
  * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
  * a store sibling present, mt_gemm_role_fits), stage 2 = GEMM2 candidates ("store", or

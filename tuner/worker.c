@@ -392,8 +392,7 @@ static const char *const refine_params[] = {"epilogue", "PREFETCH", "STAGES", "W
 static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_problem *p, const mt_variant *u,
                      const char *param, int second)
 {
-    const char *e = mt_variant_get(u, "epilogue");
-    if (second && e && !strcmp(e, "sum") && strcmp(u->family, "grouped_gemv") && !o->atomic_sums)
+    if (second && mt_variant_sums_by_atomics(u) && !o->atomic_sums)
         return 0;
     if (!mt_gemm_role_fits(u, p, second))
         return 0;
