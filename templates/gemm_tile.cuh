@@ -34,6 +34,43 @@ template <int QUANT> struct quant_traits {
     using Acc = typename pick<INT8, int, float>::type;
 };
 
+/* The staged fp32 epilogue tile. Row r of a tile `cols` wide starts at
+ * r * epi_pitch(cols) floats, and within each aligned 8 columns the two
+ * 16-byte halves trade places where (r ^ col / 32) is odd (epi_at). With
+ * the pitch 8 floats past the width (a multiple of 32), each 8-byte
+ * fragment store of a warp (stage_fragments, stage_chunk: 16 lanes on 4
+ * rows) and each 16-byte load of write_tile (8 lanes on 1, 2 or 4 rows)
+ * meets every shared-memory bank once; the swapped fragments' 4-byte stores
+ * (8 columns of 4 rows) meet each twice. The unpermuted tile with 4 floats
+ * of padding took two passes for the fragment stores of every tile and for
+ * the loads of most. A swap of the 32-byte halves as well would also serve
+ * the swapped stores, but it made ptxas keep an address per fragment (122 ->
+ * 167 registers for a 64 x 192 tile). docs/PERFORMANCE.md, session 21. */
+__host__ __device__ constexpr int epi_pitch(int cols) { return cols + 8; }
+template <int LDC> __device__ __forceinline__ int epi_at(int r, int col)
+{
+    static_assert(LDC % 32 == 8, "a tile of whole 32-column groups, 8 floats of padding");
+    /* col ^ 4 where the halves trade places, written as an addition: a
+     * thread's fragment columns then differ by constants, and ptxas keeps
+     * no more registers than for the unpermuted tile (the XOR form took a
+     * 64 x 192 tile from 122 to 128, a 64 x 256 one from 154 to 168). */
+    const int swap = (r ^ (col >> 5)) & 1;
+    return r * LDC + col + swap * (4 - ((col & 4) << 1));
+}
+/* Columns col, col + 1 (col even) of row r: one 8-byte store. */
+template <int LDC> __device__ __forceinline__ void epi_store2(float *sC, int r, int col, float v0, float v1)
+{
+    *reinterpret_cast<float2 *>(sC + epi_at<LDC>(r, col)) = make_float2(v0, v1);
+}
+/* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads. */
+template <int LDC> __device__ __forceinline__ void epi_load8(const float *sC, int r, int col, float (&v)[8])
+{
+    const float4 lo = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col));
+    const float4 hi = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col + 4));
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
+    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+
 /* Fragment geometry and epilogue sizes of a Cfg (see the file comment). */
 template <class Cfg> struct tile_shape {
     using Q = quant_traits<Cfg::QUANT>;
@@ -41,7 +78,7 @@ template <class Cfg> struct tile_shape {
     static constexpr int WM = Cfg::BM / Cfg::WARPS_M;   /* warp tile rows */
     static constexpr int WN = Cfg::BN / Cfg::WARPS_N;   /* warp tile cols */
     static constexpr int MT = WM / 16, NT = WN / 8;     /* 16x8 fragments per warp */
-    static constexpr int LDC = Cfg::BN + 4;             /* fp32 epilogue row */
+    static constexpr int LDC = epi_pitch(Cfg::BN);      /* fp32 epilogue row */
     static constexpr bool FUSED = Cfg::EPI != 0;
     static constexpr int OUT_COLS = FUSED ? Cfg::BN / 2 : Cfg::BN;
     static constexpr bool BLOCK = Q::GRAN == 3;
@@ -249,24 +286,25 @@ __device__ __forceinline__ void stage_fragments(const mt_gemm_args &a, const til
                 sa = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? a.a_scale[arow] : 0.f;
             }
 #pragma unroll
-            for (int j = 0; j < S::NT; j++)
+            for (int j = 0; j < S::NT; j++) {
+                const int col = warp_n * S::WN + j * 8 + (lane & 3) * 2;
+                float v[2];
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    const int col = warp_n * S::WN + j * 8 + (lane & 3) * 2 + c;
-                    float v;
                     if constexpr (S::BLOCK) {
-                        v = facc[i][j][h * 2 + c];
+                        v[c] = facc[i][j][h * 2 + c];
                     } else if constexpr (Q::GRAN == 2) {
                         int n;
-                        const float sw = weight_row<Cfg>(a, nb, col, &n)
+                        const float sw = weight_row<Cfg>(a, nb, col + c, &n)
                                              ? a.b_scale[(int64_t)t.expert * a.N + n]
                                              : 0.f;
-                        v = (float)acc[i][j][h * 2 + c] * (sa * sw);
+                        v[c] = (float)acc[i][j][h * 2 + c] * (sa * sw);
                     } else {
-                        v = (float)acc[i][j][h * 2 + c] * sa;
+                        v[c] = (float)acc[i][j][h * 2 + c] * sa;
                     }
-                    sC[r * S::LDC + col] = v;
                 }
+                epi_store2<S::LDC>(sC, r, col, v[0], v[1]);
+            }
         }
 }
 
@@ -334,18 +372,19 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
         } else if (!out_row<Cfg>(a, t, r, &crow, &w)) {
             continue;
         }
-        const float *src = sC + r * S::LDC + cc * 8;
-        float v[8];
+        float v[8], up[8];
+        epi_load8<S::LDC>(sC, r, cc * 8, v);
+        if constexpr (S::FUSED)
+            epi_load8<S::LDC>(sC, r, cc * 8 + Cfg::BN / 2, up);
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             /* Gate and up are rounded to the element type first, as the
              * unfused path stores them: the fused result then matches the
              * unfused one (and the oracle's rounding points). */
             if constexpr (S::FUSED)
-                v[q] = activate<Cfg::EPI - 1>(round_to<T>(src[q] * w)) *
-                       round_to<T>(src[q + Cfg::BN / 2] * w);
+                v[q] = activate<Cfg::EPI - 1>(round_to<T>(v[q] * w)) * round_to<T>(up[q] * w);
             else
-                v[q] = src[q] * w;
+                v[q] = v[q] * w;
         }
         if constexpr (sums_topk_of<Cfg>::value) {
             static_assert(Cfg::FORMAT == 0 && !S::FUSED, "the topk sum: GEMM2 of the standard format");

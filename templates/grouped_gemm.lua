@@ -36,7 +36,9 @@ local function shape(p)
   s.a_row = p.BLOCK_K * abits // 8
   s.b_row = p.BLOCK_K * bbits // 8
   local pipeline = p.STAGES * (p.BLOCK_M * (s.a_row + 16) + p.BLOCK_N * (s.b_row + 16))
-  local epilogue = p.BLOCK_M * (p.BLOCK_N + 4) * 4
+  -- The fp32 epilogue tile, its rows 8 floats past the width (epi_pitch,
+  -- gemm_tile.cuh).
+  local epilogue = p.BLOCK_M * (p.BLOCK_N + 8) * 4
   s.smem = math.max(pipeline, epilogue)
   return s
 end

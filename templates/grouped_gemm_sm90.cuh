@@ -379,7 +379,7 @@ __device__ __forceinline__ void stage_tile(const mt_gemm_args &a, const tile_row
                     } else {
                         v = (float)acc[0][j][h * 2 + c] * sw;
                     }
-                    sC[r * S::LDC + col] = v;
+                    sC[epi_at<S::LDC>(r, col)] = v;
                 }
         }
     }

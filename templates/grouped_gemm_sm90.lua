@@ -60,8 +60,9 @@ local function shape(p)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
   -- The fp32 epilogue tile: the whole tile, or EPI_COLS columns of it at a
-  -- time (a buffer of 64 rows per computing warpgroup).
-  local epilogue = p.BLOCK_M * ((p.EPI_COLS > 0 and p.EPI_COLS or p.BLOCK_N) + 4) * 4
+  -- time (a buffer of 64 rows per computing warpgroup); rows 8 floats past
+  -- the width (epi_pitch, gemm_tile.cuh).
+  local epilogue = p.BLOCK_M * ((p.EPI_COLS > 0 and p.EPI_COLS or p.BLOCK_N) + 8) * 4
   -- + alignment of the swizzled tiles + two mbarriers per stage + the row
   -- tables (A offset, output row, router weight: 20 bytes a row). "persist"
   -- gives the epilogue tile buffers of its own, and has two sets of output

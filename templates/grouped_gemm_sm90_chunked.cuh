@@ -105,7 +105,7 @@ template <class Cfg> struct chunked_shape : sm90_shape<Cfg> {
     using B = sm90_shape<Cfg>;
     static constexpr int COLS = Cfg::EPI_COLS, CHUNKS = Cfg::BN / COLS;
     static constexpr int GROUPS = Cfg::BM / 64;   /* computing warpgroups */
-    static constexpr int LDC = COLS + 4;
+    static constexpr int LDC = epi_pitch(COLS);
     static constexpr int GROUP_EPI_BYTES = 64 * LDC * 4;
     static constexpr int EPI_AT = B::PIPE_BYTES;
     static constexpr int BAR_AT = EPI_AT + GROUPS * GROUP_EPI_BYTES;
@@ -149,24 +149,24 @@ __device__ __forceinline__ void stage_chunk(const mt_gemm_args &a, const tile_ro
 #pragma unroll
             for (int jj = 0; jj < S::CHUNK_NT; jj++) {
                 const int j = half * (S::ACC_NT / 2) + C * S::CHUNK_NT + jj;   /* fragment */
+                const int col = j * 8 + (lane & 3) * 2;   /* tile column */
+                const int lcol = half * (S::COLS / 2) + jj * 8 + (lane & 3) * 2;
+                float v[2];
 #pragma unroll
                 for (int c = 0; c < 2; c++) {
-                    const int col = j * 8 + (lane & 3) * 2 + c;   /* tile column */
-                    const int lcol = half * (S::COLS / 2) + jj * 8 + (lane & 3) * 2 + c;
-                    float v;
                     if constexpr (S::BLOCK) {
-                        v = facc[0][j][h * 2 + c];
+                        v[c] = facc[0][j][h * 2 + c];
                     } else if constexpr (Q::GRAN == 2) {
                         int n;
-                        const float sw = weight_row<Cfg>(a, nb, col, &n)
+                        const float sw = weight_row<Cfg>(a, nb, col + c, &n)
                                              ? a.b_scale[(int64_t)t.expert * a.N + n]
                                              : 0.f;
-                        v = (float)acc[0][j][h * 2 + c] * (sa * sw);
+                        v[c] = (float)acc[0][j][h * 2 + c] * (sa * sw);
                     } else {
-                        v = (float)acc[0][j][h * 2 + c] * sa;
+                        v[c] = (float)acc[0][j][h * 2 + c] * sa;
                     }
-                    sC[(r & 63) * S::LDC + lcol] = v;
                 }
+                epi_store2<S::LDC>(sC, r & 63, lcol, v[0], v[1]);
             }
     }
 }
