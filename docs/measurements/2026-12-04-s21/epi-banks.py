@@ -38,6 +38,14 @@ def new_at(r, col, bn):
     swap = (r ^ (col >> 5)) & 1
     return 4 * (r * (bn + 8) + col + swap * (4 - ((col & 4) << 1)))
 
+def next_at(r, col, bn):
+    # Not shipped: also trading the 32-byte halves of each 16 columns where
+    # row / 4 is odd, in the same additive form (register-neutral by ptxas on
+    # five stored kernels; not run on the GPU).
+    swap = (r ^ (col >> 5)) & 1
+    swap8 = (r >> 2) & 1
+    return 4 * (r * (bn + 8) + col + swap * (4 - ((col & 4) << 1)) + swap8 * (8 - ((col & 8) << 1)))
+
 def stage(at, bm, bn, wgrid, vec):
     wm_n, wn_n = wgrid
     WM, WN = bm // wm_n, bn // wn_n
@@ -71,7 +79,8 @@ def read(at, bm, bn, fused):
     return worst
 
 for name, at, vec in (("old (pitch +4, two 4-byte stores)", old_at, False),
-                      ("new (pitch +8, halves traded, 8-byte stores)", new_at, True)):
+                      ("new (pitch +8, halves traded, 8-byte stores)", new_at, True),
+                      ("not shipped (new, and 32-byte halves traded on odd row / 4)", next_at, True)):
     w = {"stage": 0, "swapped": 0, "read": 0, "read fused": 0}
     for bm in (16, 32, 64, 128):
         for bn in (32, 64, 128, 192, 256):
