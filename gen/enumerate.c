@@ -95,6 +95,108 @@ static mt_status point_variant(gen_template *t, const int *point, const gen_targ
     return st;
 }
 
+/* One point of the walk: pruned (its reason counted) or handed to the
+ * sink. */
+static mt_status visit_point(mt_gen *g, gen_template *t, const int *point, const gen_target *tg,
+                             int strict, sink *out, mt_prune_report *rep)
+{
+    char msg[2048], reason[128];
+    rep->enumerated++;
+    int ok = 1;
+    mt_variant v;
+    mt_status st = point_variant(t, point, tg, &ok, reason, sizeof reason, &v, msg, sizeof msg);
+    if (st) {
+        char vname[MT_VARIANT_NAME_MAX];
+        mt_variant tmp;
+        if (gen_template_variant(t, point, tg->arch, &tmp, NULL, 0) == MT_OK)
+            mt_strlcpy(vname, tmp.name, sizeof vname);
+        else
+            mt_strlcpy(vname, "(unnamed point)", sizeof vname);
+        return gen_set_err(g, st, "%s (point %s, %s)", msg, vname, tg->arch);
+    }
+    if (!ok) {
+        add_reason(rep, strict ? NULL : t->family, reason);
+    } else {
+        rep->valid++;
+        if (out->cb(&v, out->ctx))
+            out->stopped = 1;
+    }
+    return MT_OK;
+}
+
+/* A point as a record whose bytes order like its value indices (each big
+ * endian in two bytes: a parameter has at most 4096 values), so that
+ * memcmp orders records as the full walk meets their points. */
+typedef struct point_rec {
+    unsigned char b[2 * MT_VARIANT_MAX_PARAMS];
+} point_rec;
+
+static int cmp_recs(const void *x, const void *y)
+{
+    return memcmp(((const point_rec *)x)->b, ((const point_rec *)y)->b, sizeof(point_rec));
+}
+
+/* The default points among the filters' choices, visited in the order of
+ * the full walk, each once: a default fixes some parameters and leaves the
+ * rest (dtype, format, epilogue...) to the filters, so this visits a few
+ * thousand points where the full product has tens of millions. */
+static mt_status walk_defaults(mt_gen *g, gen_template *t, int *const *choices, const int *nchoices,
+                               const gen_target *tg, int strict, sink *out, mt_prune_report *rep)
+{
+    const int np = t->nparams;
+    point_rec *recs = NULL;
+    size_t n = 0, cap = 0;
+    mt_status st = MT_OK;
+    for (int d = 0; d < t->ndefaults && !st; d++) {
+        /* Per parameter: the default's value if the filters admit it, or
+         * every admitted value where the default leaves it open. */
+        int fixed[MT_VARIANT_MAX_PARAMS], idx[MT_VARIANT_MAX_PARAMS] = {0}, admitted = 1;
+        for (int p = 0; p < np && admitted; p++) {
+            fixed[p] = t->defaults[d].value[p];
+            if (fixed[p] >= 0) {
+                admitted = 0;
+                for (int k = 0; k < nchoices[p]; k++)
+                    admitted |= choices[p][k] == fixed[p];
+            }
+        }
+        while (admitted) {
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 256;
+                point_rec *nr = realloc(recs, ncap * sizeof *recs);
+                if (!nr) {
+                    st = gen_set_err(g, MT_ERR_NO_MEMORY, "out of memory");
+                    break;
+                }
+                recs = nr;
+                cap = ncap;
+            }
+            memset(&recs[n], 0, sizeof recs[n]);
+            for (int p = 0; p < np; p++) {
+                const int k = fixed[p] >= 0 ? fixed[p] : choices[p][idx[p]];
+                recs[n].b[2 * p] = (unsigned char)(k >> 8);
+                recs[n].b[2 * p + 1] = (unsigned char)(k & 0xff);
+            }
+            n++;
+            int p = np - 1;   /* odometer over the open parameters */
+            while (p >= 0 && (fixed[p] >= 0 || ++idx[p] == nchoices[p]))
+                idx[p--] = 0;
+            admitted = p >= 0;
+        }
+    }
+    if (n)
+        qsort(recs, n, sizeof *recs, cmp_recs);
+    for (size_t i = 0; i < n && !st && !out->stopped; i++) {
+        if (i > 0 && !cmp_recs(&recs[i - 1], &recs[i]))
+            continue;   /* met by two defaults */
+        int point[MT_VARIANT_MAX_PARAMS];
+        for (int p = 0; p < np; p++)
+            point[p] = recs[i].b[2 * p] << 8 | recs[i].b[2 * p + 1];
+        st = visit_point(g, t, point, tg, strict, out, rep);
+    }
+    free(recs);
+    return st;
+}
+
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                              const gen_target *tg, int strict, sink *out,
                              mt_prune_report *rep)
@@ -154,40 +256,20 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
     }
     if (total == 0)
         goto done;
+    if (f->defaults_only) {
+        st = walk_defaults(g, t, choices, nchoices, tg, strict, out, rep);
+        goto done;
+    }
     if (total > MAX_POINTS) {
         st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f points after the filters; "
                          "add filters (at most %.0f)", t->family, total, MAX_POINTS);
         goto done;
     }
-    char msg[2048], reason[128];
     for (;;) {
         for (int p = 0; p < t->nparams; p++)
             point[p] = choices[p][idx[p]];
-        if (!f->defaults_only || gen_template_is_default(t, point)) {
-            rep->enumerated++;
-            int ok = 1;
-            mt_variant v;
-            st = point_variant(t, point, tg, &ok, reason, sizeof reason, &v, msg, sizeof msg);
-            if (st) {
-                char vname[MT_VARIANT_NAME_MAX];
-                mt_variant tmp;
-                if (gen_template_variant(t, point, tg->arch, &tmp, NULL, 0) == MT_OK)
-                    mt_strlcpy(vname, tmp.name, sizeof vname);
-                else
-                    mt_strlcpy(vname, "(unnamed point)", sizeof vname);
-                st = gen_set_err(g, st, "%s (point %s, %s)", msg, vname, tg->arch);
-                goto done;
-            }
-            if (!ok) {
-                add_reason(rep, strict ? NULL : t->family, reason);
-            } else {
-                rep->valid++;
-                if (out->cb(&v, out->ctx)) {
-                    out->stopped = 1;
-                    goto done;
-                }
-            }
-        }
+        if ((st = visit_point(g, t, point, tg, strict, out, rep)) || out->stopped)
+            goto done;
         int p = t->nparams - 1;   /* odometer: the last parameter turns fastest */
         while (p >= 0 && ++idx[p] == nchoices[p])
             idx[p--] = 0;
