@@ -35,27 +35,29 @@ template <int QUANT> struct quant_traits {
 };
 
 /* The staged fp32 epilogue tile. Row r of a tile `cols` wide starts at
- * r * epi_pitch(cols) floats, and within each aligned 8 columns the two
- * 16-byte halves trade places where (r ^ col / 32) is odd (epi_at). With
- * the pitch 8 floats past the width (a multiple of 32), each 8-byte
- * fragment store of a warp (stage_fragments, stage_chunk: 16 lanes on 4
- * rows) and each 16-byte load of write_tile (8 lanes on 1, 2 or 4 rows)
- * meets every shared-memory bank once; the swapped fragments' 4-byte stores
- * (8 columns of 4 rows) meet each twice. The unpermuted tile with 4 floats
- * of padding took two passes for the fragment stores of every tile and for
- * the loads of most. A swap of the 32-byte halves as well would also serve
- * the swapped stores, but it made ptxas keep an address per fragment (122 ->
- * 167 registers for a 64 x 192 tile). docs/PERFORMANCE.md, session 21. */
+ * r * epi_pitch(cols) floats; within each aligned 8 columns the two 16-byte
+ * halves trade places where (r ^ col / 32) is odd, and within each aligned
+ * 16 columns the two 32-byte halves where r / 4 is odd (epi_at). With the
+ * pitch 8 floats past the width (a multiple of 32), each 8-byte fragment
+ * store of a warp (stage_fragments, stage_chunk: 16 lanes on 4 rows), each
+ * 4-byte store of the swapped fragments (stage_tile: 8 columns of 4 rows)
+ * and each 16-byte load of write_tile (8 lanes on 1, 2 or 4 rows) meets
+ * every shared-memory bank once. The unpermuted tile with 4 floats of
+ * padding took two passes for the fragment stores of every tile and for the
+ * loads of most; without the 32-byte trade (session 21) the swapped stores
+ * took two. docs/PERFORMANCE.md, sessions 21 and 22;
+ * docs/measurements/2026-12-04-s21/epi-banks.py models all three. */
 __host__ __device__ constexpr int epi_pitch(int cols) { return cols + 8; }
 template <int LDC> __device__ __forceinline__ int epi_at(int r, int col)
 {
     static_assert(LDC % 32 == 8, "a tile of whole 32-column groups, 8 floats of padding");
-    /* col ^ 4 where the halves trade places, written as an addition: a
-     * thread's fragment columns then differ by constants, and ptxas keeps
-     * no more registers than for the unpermuted tile (the XOR form took a
-     * 64 x 192 tile from 122 to 128, a 64 x 256 one from 154 to 168). */
-    const int swap = (r ^ (col >> 5)) & 1;
-    return r * LDC + col + swap * (4 - ((col & 4) << 1));
+    /* col ^ 4 and col ^ 8 where the halves trade places, written as
+     * additions: a thread's fragment columns then differ by constants, and
+     * ptxas keeps no more registers than for the unpermuted tile (the XOR
+     * form took a 64 x 192 tile from 122 to 128, a 64 x 256 one from 154 to
+     * 168, and with the 32-byte trade too the 64 x 192 one to 167). */
+    const int swap16 = (r ^ (col >> 5)) & 1, swap32 = (r >> 2) & 1;
+    return r * LDC + col + swap16 * (4 - ((col & 4) << 1)) + swap32 * (8 - ((col & 8) << 1));
 }
 /* Columns col, col + 1 (col even) of row r: one 8-byte store. */
 template <int LDC> __device__ __forceinline__ void epi_store2(float *sC, int r, int col, float v0, float v1)
@@ -256,6 +258,100 @@ template <class Cfg> struct block_scales {
         load(a, kb + 1);
     }
 };
+
+/* Split-K (decode tiles of both families): SPLIT_K CTAs share an output
+ * tile, each summing a slice of K; the tile's last CTA to finish adds the
+ * slices in split order (bit-for-bit repeatable) and writes the tile out.
+ * split_of<Cfg> is Cfg::SPLIT_K, or 1 where Cfg declares none (the sm90
+ * family declares it only for split tiles). */
+template <class C, class = void> struct split_of {
+    static constexpr int value = 1;
+};
+template <class C> struct split_of<C, decltype(void(C::SPLIT_K))> {
+    static constexpr int value = C::SPLIT_K;
+};
+
+/* The K tiles [*kt0, *kt1) of slice `split` of k_tiles. Block modes round
+ * the slice up to whole 128-wide K blocks (BK divides 128) so that no scale
+ * block spans two slices. A slice past the end is empty. */
+template <class Cfg>
+__device__ __forceinline__ void split_slice(int k_tiles, int split, int *kt0, int *kt1)
+{
+    constexpr int SK = split_of<Cfg>::value;
+    constexpr int UNIT = tile_shape<Cfg>::BLOCK ? 128 / Cfg::BK : 1;
+    int per = (k_tiles + SK - 1) / SK;
+    per = (per + UNIT - 1) / UNIT * UNIT;
+    *kt0 = min(k_tiles, split * per);
+    *kt1 = min(k_tiles, *kt0 + per);
+}
+
+/* A 32-bit accumulator as a word of a.partial: fp32 as is, int32 as its
+ * raw bits, so that the sum of the slices stays exact. */
+__device__ __forceinline__ float partial_word(float x) { return x; }
+__device__ __forceinline__ float partial_word(int x) { return __int_as_float(x); }
+__device__ __forceinline__ void add_partial(float &x, float w) { x += w; }
+__device__ __forceinline__ void add_partial(int &x, float w) { x += __float_as_int(w); }
+
+/* How the threads holding a tile's fragments meet: the whole CTA
+ * (cta_barrier), or named barrier ID of N threads (group_barrier: a kernel
+ * whose copying warpgroup holds no fragments). any(p): true on every
+ * thread if p is on one. */
+struct cta_barrier {
+    static __device__ __forceinline__ void sync() { __syncthreads(); }
+    static __device__ __forceinline__ bool any(bool p) { return __syncthreads_or(p); }
+};
+template <int ID, int N> struct group_barrier {
+    static __device__ __forceinline__ void sync() { asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory"); }
+    static __device__ __forceinline__ bool any(bool p)
+    {
+        int r;
+        asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\n"
+                     "selp.b32 %0, 1, 0, q;\n}\n"
+                     : "=r"(r)
+                     : "r"((int)p), "n"(ID), "n"(N)
+                     : "memory");
+        return r != 0;
+    }
+};
+
+/* Store this CTA's sums v (acc, or the block modes' facc) as partial
+ * `split` of `tile` and count the CTA in. THREADS threads (tid of them)
+ * hold v and meet by Bar. False for all but the last CTA of the tile; the
+ * last one gets in v the sum of every partial, its own included, in split
+ * order, and re-arms the counter. Partials are [tile][split][reg][thread]:
+ * a CTA's stores and loads of one reg cover consecutive words, and a
+ * slice is THREADS * MT * NT * 4 = BM * BN words in either family (the
+ * runtime's partial_bytes). */
+template <class Cfg, int THREADS, class Bar, class V, int MT, int NT>
+__device__ __forceinline__ bool split_k_reduce(const mt_gemm_args &a, int tile, int split, int tid,
+                                               V (&v)[MT][NT][4])
+{
+    constexpr int SK = split_of<Cfg>::value;
+    constexpr int R = MT * NT * 4;   /* reg r is v[r / (NT*4)][r / 4 % NT][r % 4] */
+    float *part = a.partial + (int64_t)tile * SK * R * THREADS + tid;
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        part[((int64_t)split * R + r) * THREADS] = partial_word(v[r / (NT * 4)][r / 4 % NT][r % 4]);
+    __threadfence();   /* this thread's partial is visible GPU-wide ... */
+    Bar::sync();       /* ... and so is every thread's, before the count says so */
+    int last = 0;
+    if (tid == 0)
+        last = atomicAdd(&a.tile_count[tile], 1) == SK - 1;
+    if (!Bar::any(last))
+        return false;
+    __threadfence();   /* read the partials only after seeing them all counted */
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        V &x = v[r / (NT * 4)][r / 4 % NT][r % 4];
+        x = 0;
+#pragma unroll
+        for (int s = 0; s < SK; s++)   /* through L2: other SMs wrote them */
+            add_partial(x, __ldcg(part + ((int64_t)s * R + r) * THREADS));
+    }
+    if (tid == 0)
+        a.tile_count[tile] = 0;
+    return true;
+}
 
 /* The epilogue, in two halves so that a kernel whose copying threads hold
  * no accumulators can still help write: stage_fragments puts this thread's

@@ -44,7 +44,8 @@
  * partial). Every CTA stores its sums to a.partial; the last of a tile to
  * count itself in a.tile_count adds all slices in split order (so the
  * result does not depend on which CTA finished last: bit-for-bit
- * reproducible), re-arms the counter to 0 and runs the usual epilogue.
+ * reproducible), re-arms the counter to 0 and runs the usual epilogue
+ * (split_slice, split_k_reduce: gemm_tile.cuh, shared with the sm90 family).
  *
  * Cfg provides: T (bf16/f16), QUANT (the mt_quant_mode value), FORMAT (0
  * standard, 1 batched), EPI (0 store, 1 silu-and-mul, 2 gelu-and-mul), BM,
@@ -142,65 +143,6 @@ __device__ __forceinline__ void mma_fp8_as_f16(float (&d)[4], const uint32_t (&a
 {
     mma16816<f16>(d, a[0], b[0][0], b[0][1]);
     mma16816<f16>(d, a[1], b[1][0], b[1][1]);
-}
-
-/* Split-K: the K tiles [*kt0, *kt1) of slice `split` of k_tiles. Block
- * modes round the slice up to whole 128-wide K blocks (BK divides 128) so
- * that no scale block spans two slices. */
-template <class Cfg>
-__device__ __forceinline__ void split_slice(int k_tiles, int split, int *kt0, int *kt1)
-{
-    constexpr int UNIT = tile_shape<Cfg>::BLOCK ? 128 / Cfg::BK : 1;
-    int per = (k_tiles + Cfg::SPLIT_K - 1) / Cfg::SPLIT_K;
-    per = (per + UNIT - 1) / UNIT * UNIT;
-    *kt0 = min(k_tiles, split * per);
-    *kt1 = min(k_tiles, *kt0 + per);
-}
-
-/* A 32-bit accumulator as a word of a.partial: fp32 as is, int32 as its
- * raw bits, so that the sum of the slices stays exact. */
-__device__ __forceinline__ float partial_word(float x) { return x; }
-__device__ __forceinline__ float partial_word(int x) { return __int_as_float(x); }
-__device__ __forceinline__ void add_partial(float &x, float w) { x += w; }
-__device__ __forceinline__ void add_partial(int &x, float w) { x += __float_as_int(w); }
-
-/* Split-K: store this CTA's sums v (acc, or the block modes' facc) as
- * partial `split` of `tile` and count the CTA in. False for all but the
- * last CTA of the tile; the last one gets in v the sum of every partial,
- * its own included, in split order, and re-arms the counter. Partials are
- * [tile][split][reg][thread]: a CTA's stores and loads of one reg cover
- * consecutive words. */
-template <class Cfg, class V>
-__device__ __forceinline__ bool split_k_reduce(const mt_gemm_args &a, int tile, int split,
-                                               V (&v)[tile_shape<Cfg>::MT][tile_shape<Cfg>::NT][4])
-{
-    using S = tile_shape<Cfg>;
-    constexpr int R = S::MT * S::NT * 4;   /* reg r is v[r / (NT*4)][r / 4 % NT][r % 4] */
-    const int tid = threadIdx.x;
-    float *part = a.partial + (int64_t)tile * Cfg::SPLIT_K * R * S::THREADS + tid;
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        part[((int64_t)split * R + r) * S::THREADS] =
-            partial_word(v[r / (S::NT * 4)][r / 4 % S::NT][r % 4]);
-    __threadfence();   /* this thread's partial is visible GPU-wide ... */
-    __syncthreads();   /* ... and so is every thread's, before the count says so */
-    int last = 0;
-    if (tid == 0)
-        last = atomicAdd(&a.tile_count[tile], 1) == Cfg::SPLIT_K - 1;
-    if (!__syncthreads_or(last))
-        return false;
-    __threadfence();   /* read the partials only after seeing them all counted */
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        V &x = v[r / (S::NT * 4)][r / 4 % S::NT][r % 4];
-        x = 0;
-#pragma unroll
-        for (int s = 0; s < Cfg::SPLIT_K; s++)   /* through L2: other SMs wrote them */
-            add_partial(x, __ldcg(part + ((int64_t)s * R + r) * S::THREADS));
-    }
-    if (tid == 0)
-        a.tile_count[tile] = 0;
-    return true;
 }
 
 template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
@@ -435,9 +377,9 @@ template <class Cfg> __device__ void grouped_gemm(const mt_gemm_args &a)
         /* The block modes' sums are in facc (acc is 0 after the last fold). */
         bool last;
         if constexpr (S::BLOCK)
-            last = split_k_reduce<Cfg>(a, tile, split, facc);
+            last = split_k_reduce<Cfg, S::THREADS, cta_barrier>(a, tile, split, tid, facc);
         else
-            last = split_k_reduce<Cfg>(a, tile, split, acc);
+            last = split_k_reduce<Cfg, S::THREADS, cta_barrier>(a, tile, split, tid, acc);
         if (!last)
             return;
     }

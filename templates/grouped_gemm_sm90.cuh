@@ -387,15 +387,15 @@ __device__ __forceinline__ void stage_tile(const mt_gemm_args &a, const tile_row
 
 /* The copying warpgroup's part of one output tile ("ws", "persist"): the
  * tile's rows into the tables (then an arrival on rows_filled, if given),
- * then its K tiles into the ring of STAGES buffers, each once the
- * computing threads gave it back. `it` counts the K tiles of the CTA's
- * earlier output tiles: ring position and barrier phases run on across
- * tiles. */
+ * then its K tiles kt0 .. kt_end - 1 (a split-K slice, or all of K) into
+ * the ring of STAGES buffers, each once the computing threads gave it back.
+ * `it` counts the K tiles of the CTA's earlier output tiles: ring position
+ * and barrier phases run on across tiles. */
 template <class Cfg>
 __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int tid,
                                           int64_t *arow_table, out_rows rows, uint64_t *rows_filled,
                                           unsigned char *sA, unsigned char *sB, uint64_t *full,
-                                          uint64_t *empty, int k_tiles, int it)
+                                          uint64_t *empty, int kt_end, int it, int kt0 = 0)
 {
     using S = sm90_shape<Cfg>;
     sm90_loader<Cfg, 128> ld;
@@ -404,7 +404,7 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
     if (rows_filled)
         mbar_arrive(rows_filled);
     asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
-    for (int kt = 0; kt < k_tiles; kt++, it++) {
+    for (int kt = kt0; kt < kt_end; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
@@ -413,8 +413,8 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
     }
 }
 
-/* A computing warpgroup's MMAs over one output tile's K tiles ("ws",
- * "persist"; `it` as in copy_tile). A stage goes back to the copiers once
+/* A computing warpgroup's MMAs over one output tile's K tiles kt0 ..
+ * kt_end - 1 ("ws", "persist"; `it` and the range as in copy_tile). A stage goes back to the copiers once
  * its MMAs are done: at once in the block modes, which wait for them to
  * fold the sums, else one K tile later (one MMA group stays in flight),
  * the last one after the final wait. give_back(stage) hands it back: an
@@ -424,10 +424,10 @@ template <class Cfg, class AccT, class FAccT, class Scales, class GiveBack>
 __device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc, FAccT &facc, Scales &bs,
                                                 const unsigned char *sA, const unsigned char *sB,
                                                 uint64_t *full, const GiveBack &give_back, int wg,
-                                                int k_tiles, int it)
+                                                int kt_end, int it, int kt0 = 0)
 {
     using S = sm90_shape<Cfg>;
-    for (int kt = 0; kt < k_tiles; kt++, it++) {
+    for (int kt = kt0; kt < kt_end; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
         fence_proxy_async();
@@ -438,23 +438,23 @@ __device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc
             bs.fold(a, kt, acc, facc);
         } else {
             wgmma_wait<1>();
-            if (kt > 0)
+            if (kt > kt0)
                 give_back((it - 1) % Cfg::STAGES);
         }
     }
     wgmma_wait<0>();
     if constexpr (!S::BLOCK)
-        if (k_tiles > 0)
+        if (kt_end > kt0)
             give_back((it - 1) % Cfg::STAGES);
 }
 template <class Cfg, class AccT, class FAccT, class Scales>
 __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
                                              Scales &bs, const unsigned char *sA,
                                              const unsigned char *sB, uint64_t *full, uint64_t *empty,
-                                             int wg, int k_tiles, int it)
+                                             int wg, int kt_end, int it, int kt0 = 0)
 {
     compute_tile_by<Cfg>(a, acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
-                         k_tiles, it);
+                         kt_end, it, kt0);
 }
 
 /* PIPE 0 ("sync"): every thread copies and computes; a CTA barrier per
@@ -468,7 +468,11 @@ __device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, F
  * accumulators are small); per stage a `full` mbarrier (the
  * copying threads' cp.async completions) and an `empty` one (every
  * computing thread, once its MMAs on the stage completed), so the copies
- * run up to STAGES tiles ahead without CTA barriers. The block-scale modes
+ * run up to STAGES tiles ahead without CTA barriers. With Cfg::SPLIT_K
+ * (swapped decode tiles) SPLIT_K CTAs share an output tile, each
+ * a slice of its K tiles, and the last to finish sums the slices in split
+ * order (split_k_reduce, gemm_tile.cuh) and writes the tile: more CTAs,
+ * each a shorter stream of weights. The block-scale modes
  * wait for each tile's MMAs before folding its sums (the other computing
  * warpgroup's MMAs keep the tensor cores busy meanwhile). Folding one K
  * tile's sums while the next tile's MMAs run into a second accumulator set
@@ -567,10 +571,18 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
         store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem, rows_of(0));
     } else if constexpr (!S::PERSIST) {
+        /* Split-K: CTA blockIdx.x sums slice blockIdx.x % SK of the K
+         * tiles of tile blockIdx.x / SK (grouped_gemm.cuh's split). */
+        constexpr int SK = split_of<Cfg>::value;
+        const int tile = blockIdx.x / SK, split = blockIdx.x % SK;
         tile_rows t;
         int nb;
-        if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
+        if (!tile_of<Cfg>(a, tile, &t, &nb))
             return;
+        int kt0 = 0, kt1 = k_tiles;
+        if constexpr (SK > 1)
+            split_slice<Cfg>(k_tiles, split, &kt0, &kt1);
+        bool last = true;   /* split-K: this CTA writes the tile out */
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
                 mbar_init(&full[s], 128);
@@ -582,7 +594,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         if (tid < 128) {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_shrink<72>();
-            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, k_tiles, 0);
+            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, kt1, 0, kt0);
             cp_async_wait<0>();
         } else {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
@@ -591,15 +603,32 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             sm90_scales<Cfg> bs;
             if constexpr (S::BLOCK)
                 bs.init(a, t, nb, warp, 0, lane);
-            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, 0);
+            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
              * (Every copy has landed: each stage's full barrier was waited
              * on before its MMAs.) */
-            asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
-            stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
+            using Bar = group_barrier<2, S::CONSUMERS>;
+            Bar::sync();
+            if constexpr (SK > 1) {
+                /* The block modes' sums are in facc (acc is 0 after the
+                 * last fold). Only the tile's last CTA writes it out. */
+                if constexpr (S::BLOCK)
+                    last = split_k_reduce<Cfg, S::CONSUMERS, Bar>(a, tile, split, ctid, facc);
+                else
+                    last = split_k_reduce<Cfg, S::CONSUMERS, Bar>(a, tile, split, ctid, acc);
+            }
+            if (last)
+                stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
         }
-        __syncthreads();   /* staged: every thread helps write */
+        /* Staged: every thread helps write (split-K: in the tile's last
+         * CTA only; the copiers learn which from the computing threads). */
+        if constexpr (SK > 1) {
+            if (!__syncthreads_or(last && tid >= 128))
+                return;
+        } else {
+            __syncthreads();
+        }
         write_tile<Cfg>(a, t, nb, sC, tid, S::CONSUMERS + 128, rows_of(0));
     } else {
         const int ntiles = num_tiles<Cfg>(a);

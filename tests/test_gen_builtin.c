@@ -306,7 +306,8 @@ static void test_find_decodes_names(void **state)
  * loop (ptxas serializes their MMAs); tiles under 64 token rows are all
  * swapped. PIPE pingpong: two computing warpgroups and a copying one
  * (384 threads), each group a whole tile: 64 token rows, or swapped 64
- * weight rows. */
+ * weight rows. SPLIT_K > 1 ("_sk2", "_sk4" last): swapped "ws" tiles
+ * that store their rows only. */
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;
@@ -318,7 +319,7 @@ static void test_sm90_swap_names_and_pruning(void **state)
         size_t n = 0;
         mt_prune_report r;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
-        int swapped = 0, v6_name = 0, pingpong = 0, swapped_pingpong = 0;
+        int swapped = 0, v6_name = 0, pingpong = 0, swapped_pingpong = 0, split = 0;
         for (size_t i = 0; i < n; i++) {
             const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
             const char *pipe = mt_variant_get(&v[i], "PIPE");
@@ -332,6 +333,18 @@ static void test_sm90_swap_names_and_pruning(void **state)
              * PIPE sync (no copying warpgroup), CTA pairs or swapped
              * operands. */
             size_t len = strlen(v[i].name);
+            const int sk = (int)mt_variant_int(&v[i], "SPLIT_K", 0);
+            char sk_tail[8];
+            snprintf(sk_tail, sizeof sk_tail, "_sk%d", sk);
+            assert_int_equal(len > 4 && !strcmp(v[i].name + len - 4, sk_tail), sk > 1);
+            if (sk > 1) {
+                split++;
+                len -= 4;
+                assert_string_equal(pipe, "ws");
+                assert_string_equal(mt_variant_get(&v[i], "SWAP"), "yes");
+            } else {
+                assert_int_equal(sk, 1);
+            }
             const int atma = !strcmp(mt_variant_get(&v[i], "ALOAD"), "tma");
             assert_int_equal(len > 5 && !strcmp(v[i].name + len - 5, "_atma"), atma);
             if (atma) {
@@ -359,6 +372,7 @@ static void test_sm90_swap_names_and_pruning(void **state)
         printf("  grouped_gemm_sm90 %s: %zu points, %d swapped, %d pingpong (%d swapped)\n", quants[q], n,
                swapped, pingpong, swapped_pingpong);
         assert_true(swapped > 0 && (size_t)swapped < n);
+        assert_true(split > 0 && split < swapped);
         assert_true(pingpong > swapped_pingpong && swapped_pingpong > 0);
         assert_true(reason_count(&r, "pingpong swapped: each computing warpgroup takes a whole tile of 64 "
                                      "weight rows") > 0);

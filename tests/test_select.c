@@ -274,6 +274,44 @@ static mt_variant *sm90_points(const char *quant, const char *epilogue, size_t *
     return v;
 }
 
+/* Stage 3's neighbours along SPLIT_K of the swapped persistent 16 x 256
+ * tile (Qwen3 M = 8's GEMM1 in session 21): split tiles exist only in
+ * PIPE ws, so they come with that pipeline, one per split (2 and 4), the
+ * tile, stages and loads unchanged; a "ws" tile finds the same two with
+ * nothing else changed. */
+static void test_neighbours_split_in_ws(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", "store", &nsv);
+    const char *want[] = {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n256_k64_g1_s5_ppersist_fwait_btma_swyes",
+                          "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n256_k64_g1_s5_pws_fwait_btma_swyes"};
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    for (int w = 0; w < 2; w++) {
+        const mt_variant *base = NULL;
+        for (size_t i = 0; i < nsv && !base; i++)
+            if (!strcmp(sv[i].name, want[w]))
+                base = &sv[i];
+        assert_non_null(base);
+        size_t n = mt_select_neighbours(sv, nsv, base, "SPLIT_K", pick);
+        assert_int_equal(n, 2);
+        int splits = 0;
+        for (size_t i = 0; i < n; i++) {
+            const mt_variant *v = &sv[pick[i]];
+            splits |= (int)mt_variant_int(v, "SPLIT_K", 0);
+            assert_string_equal(mt_variant_get(v, "PIPE"), "ws");
+            assert_string_equal(mt_variant_get(v, "SWAP"), "yes");
+            assert_int_equal(mt_variant_int(v, "BLOCK_N", 0), 256);
+            assert_int_equal(mt_variant_int(v, "STAGES", 0), 5);
+            assert_string_equal(mt_variant_get(v, "BLOAD"), "tma");
+        }
+        assert_int_equal(splits, 2 | 4);
+    }
+    free(pick);
+    free(sv);
+}
+
 /* Tiles that read their A rows by TMA (ALOAD=tma) need them laid out per
  * expert: never a GEMM1 candidate in the standard format (stage 1, and
  * mt_gemm_role_fits for stage 3), offered as GEMM2 (stage 2) and as GEMM1
@@ -348,7 +386,8 @@ static void test_select_swapped_sm90(void **state)
     for (size_t i = 0; i < nsv; i++) {
         const mt_variant *v = &sv[i];
         if (strcmp(mt_variant_get(v, "epilogue"), "store") || mt_variant_int(v, "BLOCK_N", 0) != 128 ||
-            strcmp(mt_variant_get(v, "PIPE"), "ws") || mt_variant_int(v, "STAGES", 0) != 4)
+            strcmp(mt_variant_get(v, "PIPE"), "ws") || mt_variant_int(v, "STAGES", 0) != 4 ||
+            mt_variant_int(v, "SPLIT_K", 1) != 1)
             continue;
         const int swap = !strcmp(mt_variant_get(v, "SWAP"), "yes");
         if (swap && mt_variant_int(v, "BLOCK_M", 0) == 16)
@@ -515,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_select_swapped_sm90),
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
+        cmocka_unit_test(test_neighbours_split_in_ws),
         cmocka_unit_test(test_select_row_tma_roles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

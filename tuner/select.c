@@ -192,12 +192,16 @@ static int by_time(const void *a, const void *b)
 /* The parameters that must change with param for some of its values
  * (NULL-terminated): a PIPE may need other weight loads ("sync" takes
  * cp.async only) or, for a wide tile to run "persist", its epilogue in
- * column chunks; CTA pairs exist only with column chunks. */
+ * column chunks; CTA pairs exist only with column chunks; a swapped
+ * warpgroup-MMA tile splits K only in PIPE ws. */
 static const char *const *followers_of(const char *param)
 {
     static const char *const pipe[] = {"BLOAD", "EPI_COLS", NULL}, *const chunks[] = {"CLUSTER", NULL},
-                             *const none[] = {NULL};
-    return !strcmp(param, "PIPE") ? pipe : !strcmp(param, "EPI_COLS") ? chunks : none;
+                             *const split[] = {"PIPE", NULL}, *const none[] = {NULL};
+    return !strcmp(param, "PIPE")       ? pipe
+           : !strcmp(param, "EPI_COLS") ? chunks
+           : !strcmp(param, "SPLIT_K")  ? split
+                                        : none;
 }
 
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,

@@ -51,7 +51,8 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
  * such variant has, one that also differs in a parameter that must follow
  * param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight loads;
  * then EPI_COLS, since a wide tile runs "persist" only with its epilogue
- * in column chunks). Writes indices into out (room for n); returns the
+ * in column chunks; EPI_COLS: CLUSTER; SPLIT_K: PIPE, since a swapped
+ * warpgroup-MMA tile splits K only in "ws"). Writes indices into out (room for n); returns the
  * count. */
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out);

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Run on the GPU machine after gpu-prepare.sh: one device call made of named
+# steps, in the order given, each logging into $OUT (step logs in
+# $OUT/steps/, packed into $OUT/steps.tgz at the end, since a call returns
+# few files). A step that fails ends the call (its device time is better
+# kept), unless MT_STEPS_KEEP_GOING=1.
+#
+#   tests    GPU test programs on slices of their kernel matrices:
+#            MT_STEP_TESTS="PROGRAM:FILTER ..." (FILTER is MT_GPU_GEMM_ONLY,
+#            a substring of the grouped-GEMM names; default: the split-K
+#            warpgroup-MMA tiles, the swapped, chunked and mma.sync split
+#            tiles of gpu_moe, and gpu_quant's swapped tiles).
+#   retune   every point of the five problems tuned again, from a copy of
+#            the shipped database put at $OUT/nvidia-h200.db (gpu-bench-all.sh
+#            MT_BENCH_PHASE=tune-only with MT_TUNE_RETUNE=1; MT_TUNE_BUDGET,
+#            MT_TUNE_CANDIDATES as there, defaults 335 and 3).
+#   bench    the table against the peer on the shipped database
+#            (gpu-bench-all.sh, MT_BENCH_REPS 10, one candidate, MT_BENCH_BUDGET
+#            default 175).
+#   runtime  gpu_runtime on the shipped database (MT_SHIPPED_DB).
+#   abdb     the tuned pipelines of .gpu/old.db against the shipped database
+#            at M = 8, 64, 256, 2048, alternating per problem.
+#   sanitize gpu-sanitize.sh (its MT_SANITIZE_* settings).
+# Usage (device command): scripts/gpu-steps.sh tests retune
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu-env.sh
+mkdir -p "$out/steps"
+shipped=db/tuned/nvidia-h200.db
+problems=("qwen3-30b-a3b|--preset qwen3-30b-a3b" "dsv2-lite|--preset dsv2-lite"
+          "mixtral-8x7b|--preset mixtral-8x7b" "qwen3-30b-a3b-fp8|--preset qwen3-30b-a3b --quant fp8-block"
+          "dsv3-tp8-fp8|--preset dsv3 --tp 8 --quant fp8-block")
+
+step_tests() {
+  local spec prog filter r start rc=0
+  for spec in ${MT_STEP_TESTS:-gpu_moe:_swyes_sk gpu_moe:_swyes gpu_moe:_e32 gpu_moe:_sk4 gpu_quant:_swyes}; do
+    prog=${spec%%:*} filter=${spec#*:}
+    start=$(date +%s)
+    MT_GPU_GEMM_ONLY=$filter timeout "${MT_TEST_TIMEOUT:-150}" ".gpu/bin/$prog" \
+      >"$out/steps/$prog$filter.log" 2>&1
+    r=$?
+    echo "== $prog ($filter): exit $r in $(( $(date +%s) - start )) s;" \
+      "$(grep -E 'compiled|checks|PASSED|FAILED' "$out/steps/$prog$filter.log" | tr '\n' ' ')"
+    [ $r = 0 ] || rc=1
+  done
+  return $rc
+}
+
+step_retune() {
+  cp "$shipped" "$out/nvidia-h200.db"
+  MT_TUNE_RETUNE=1 MT_TUNE_CANDIDATES="${MT_TUNE_CANDIDATES:-3}" MT_TUNE_BUDGET="${MT_TUNE_BUDGET:-335}" \
+    MT_BENCH_PHASE=tune-only scripts/gpu-bench-all.sh
+}
+
+step_bench() {
+  MT_BENCH_REPS="${MT_BENCH_REPS:-10}" MT_BENCH_MAX_CANDIDATES=1 MT_BENCH_BUDGET="${MT_BENCH_BUDGET:-175}" \
+    scripts/gpu-bench-all.sh
+}
+
+step_runtime() {
+  MT_SHIPPED_DB="$PWD/$shipped" timeout 200 .gpu/bin/gpu_runtime >"$out/steps/gpu_runtime.log" 2>&1
+  local r=$?
+  echo "== gpu_runtime on $shipped: exit $r; $(grep -E 'checks|PASSED|FAILED' "$out/steps/gpu_runtime.log" | tail -3 | tr '\n' ' ')"
+  return $r
+}
+
+step_abdb() {
+  [ -f .gpu/old.db ] || { echo "== abdb: no .gpu/old.db"; return 1; }
+  local spec name shape side db rc=0
+  for spec in "${problems[@]}"; do
+    IFS='|' read -r name shape <<<"$spec"
+    for side in old new; do
+      db=$shipped
+      [ $side = old ] && db=.gpu/old.db
+      # shellcheck disable=SC2086 # option list
+      timeout 120 .gpu/bin/moetune bench $shape --M 8,64,256,2048 --reps 10 --max-candidates 1 \
+        --pipeline-only --db "$db" --json "$out/steps/abdb-$name-$side.json" \
+        >"$out/steps/abdb-$name-$side.log" 2>&1 || rc=1
+    done
+    echo "== abdb $name done"
+  done
+  return $rc
+}
+
+step_sanitize() { scripts/gpu-sanitize.sh; }
+
+rc=0
+for s in "$@"; do
+  start=$(date +%s)
+  if declare -F "step_$s" >/dev/null; then
+    "step_$s" || { rc=1; echo "== step $s failed"; }
+    [ $rc = 0 ] || [ "${MT_STEPS_KEEP_GOING:-0}" = 1 ] || { echo "== step $s: $(( $(date +%s) - start )) s"; break; }
+  else
+    echo "gpu-steps.sh: no step '$s'" >&2
+    rc=2
+  fi
+  echo "== step $s: $(( $(date +%s) - start )) s"
+done
+tar -czf "$out/steps.tgz" -C "$out" steps && rm -rf "$out/steps"
+exit $rc
