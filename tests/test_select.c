@@ -124,6 +124,20 @@ static void test_select_stage_split(void **state)
     }
 }
 
+/* The variants of v (n of them) with epilogue epi, copied into a new
+ * array (*count of them, at least one). */
+static mt_variant *with_epilogue(const mt_variant *v, size_t n, const char *epi, size_t *count)
+{
+    mt_variant *out = malloc((n ? n : 1) * sizeof *out);
+    assert_non_null(out);
+    *count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(mt_variant_get(&v[i], "epilogue"), epi))
+            out[(*count)++] = v[i];
+    assert_true(*count > 0);
+    return out;
+}
+
 /* Stage 1 over GEMM1 tiles that a filter left with the fused activation
  * only (`--param gemm1:epilogue=silu`): looked up in that part alone, no
  * tile has its store sibling and nothing is picked; with the store
@@ -131,13 +145,8 @@ static void test_select_stage_split(void **state)
 static void test_select_stage_fused_only(void **state)
 {
     (void)state;
-    mt_variant *fused = malloc(nall * sizeof *fused);
-    assert_non_null(fused);
     size_t nf = 0;
-    for (size_t i = 0; i < nall; i++)
-        if (!strcmp(mt_variant_get(&all[i], "epilogue"), "silu"))
-            fused[nf++] = all[i];
-    assert_true(nf > 0);
+    mt_variant *fused = with_epilogue(all, nall, "silu", &nf);
     const mt_problem p = qwen3(64);
     size_t pick[12];
     assert_int_equal(mt_select_stage(fused, nf, &p, 1, 0, SM_COUNT, 12, pick), 0);
@@ -342,13 +351,8 @@ static void test_select_row_tma_roles(void **state)
             assert_string_equal(mt_variant_get(&sv[pick[i]], "epilogue"), "store");
         }
         /* ... unless a filter left no store twins (`--param gemm2:epilogue=sum`). */
-        mt_variant *sums = malloc(nsv * sizeof *sums);
-        assert_non_null(sums);
         size_t nsums = 0;
-        for (size_t i = 0; i < nsv; i++)
-            if (!strcmp(mt_variant_get(&sv[i], "epilogue"), "sum"))
-                sums[nsums++] = sv[i];
-        assert_true(nsums > 0);
+        mt_variant *sums = with_epilogue(sv, nsv, "sum", &nsums);
         k = mt_select_stage(sums, nsums, &p, 2, 128, SM_COUNT, (int)nsums, pick);
         assert_true(k > 0);
         for (size_t i = 0; i < k; i++)
