@@ -6,7 +6,8 @@
 #
 # MT_PROFILE: ';'-separated "NAME|M|shape options" (default: Qwen3 bf16 and
 # fp8 at M = 8). MT_PROFILE_KERNELS: ncu -k filter (default
-# regex:grouped_gemm), MT_PROFILE_COUNT: kernels per run (default 2).
+# regex:grouped_gemm), MT_PROFILE_COUNT: kernels per run (default 2),
+# MT_PROFILE_EXTRA: more ncu options (e.g. "--section InstructionStats").
 # Reports: $OUT/ncu-NAME.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -18,11 +19,11 @@ rc=0
 IFS=';' read -r -a runs <<<"${MT_PROFILE:-$default_runs}"
 for spec in "${runs[@]}"; do
   IFS='|' read -r name m shape <<<"$spec"
-  # shellcheck disable=SC2086 # option list
+  # shellcheck disable=SC2086 # option lists
   timeout 240 "$ncu" --clock-control none -k "${MT_PROFILE_KERNELS:-regex:grouped_gemm}" \
     -c "${MT_PROFILE_COUNT:-2}" --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    --section SchedulerStats \
+    --section SchedulerStats ${MT_PROFILE_EXTRA:-} \
     .gpu/bin/moetune bench $shape --M "$m" --reps 1 --max-candidates 1 --pipeline-only \
     >"$out/ncu-$name.txt" 2>&1
   r=$?

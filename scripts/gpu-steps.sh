@@ -21,6 +21,11 @@
 #   abdb     the tuned pipelines of .gpu/old.db against the shipped database
 #            at M = 8, 64, 256, 2048, alternating per problem.
 #   sanitize gpu-sanitize.sh (its MT_SANITIZE_* settings).
+#   profile  gpu-profile.sh (its MT_PROFILE* settings), reports in the step logs.
+#   explore  `moetune tune` runs into databases of their own, for search
+#            spaces the tuner does not reach by itself:
+#            MT_EXPLORE="NAME|M LIST|TUNE OPTIONS;..." (one run each, into
+#            explore-NAME.db among the step logs).
 # Usage (device command): scripts/gpu-steps.sh tests retune
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -83,6 +88,26 @@ step_abdb() {
 }
 
 step_sanitize() { scripts/gpu-sanitize.sh; }
+
+step_profile() { OUT="$out/steps" scripts/gpu-profile.sh; }
+
+step_explore() {
+  local spec name mlist opts r rc=0 specs
+  [ -n "${MT_EXPLORE:-}" ] || { echo "== explore: MT_EXPLORE is empty"; return 1; }
+  IFS=';' read -r -a specs <<<"$MT_EXPLORE"
+  for spec in "${specs[@]}"; do
+    IFS='|' read -r name mlist opts <<<"$spec"
+    # shellcheck disable=SC2086 # option list
+    timeout "${MT_EXPLORE_TIMEOUT:-200}" .gpu/bin/moetune tune $opts --M "$mlist" \
+      --db "$out/steps/explore-$name.db" >"$out/steps/explore-$name.log" 2>&1
+    r=$?
+    [ $r = 0 ] || rc=1
+    echo "== explore $name (M $mlist): exit $r; fastest:"
+    grep -E '^ +M=[0-9]+ +ok' "$out/steps/explore-$name.log" | sort -k1,1 -k3,3n | awk '
+      { if ($1 != m) { m = $1; k = 0 } if (k++ < 4) print }'
+  done
+  return $rc
+}
 
 rc=0
 for s in "$@"; do
