@@ -733,27 +733,25 @@ static mt_status check_ptr(const void *ptr, const char *what, int required, char
 }
 
 /* Enqueue an act_quant kernel: per-tensor dynamic scales take two launches
- * (amax, then quantize), the others one; per-row grans stride over rows
- * (a warp per row) or row groups (16 lanes per 128 columns). */
+ * (amax, then quantize), the others one. */
 static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, mt_quant_args *qa, char *msg,
                               size_t msg_size)
 {
     const char *gran = mt_variant_get(&k->v, "gran");
     const int tensor = !strcmp(gran, "tensor"), token = !strcmp(gran, "token");
-    /* Threads of the work: 8-element chunks (tensor), a warp per row
-     * (token), 16 lanes per 128-column group of a row (block). A thread of
-     * a wide variant takes up to UNITS chunks or groups, as many as the
-     * grid leaves it (act_quant_wide.cuh): the grid is the one that gives
-     * each UNITS, but at least the CTAs the GPU holds at once
-     * (k->max_ctas) and at most one unit a thread, so that a small tensor
-     * is not left to a few CTAs. (Token: a lane takes UNITS chunks of its
-     * warp's row per pass; the grid stays a warp per row.) */
-    const int64_t threads = tensor ? (int64_t)qa->rows * (qa->n / 8)
+    const int64_t units = mt_variant_int(&k->v, "UNITS", 1), chunks = qa->n / 8;
+    /* Threads of the work (act_quant.cuh, act_quant_wide.cuh): 8-element
+     * chunks (tensor), a warp per row (token), a warp per pass of 32 chunks
+     * of a row (block). A thread (tensor) or warp (block) of a wide variant
+     * takes up to UNITS chunks or passes, as many as the grid leaves it: the
+     * grid is the one that gives each UNITS, but at least the CTAs the GPU
+     * holds at once (k->max_ctas) and at most one a thread or warp, so that
+     * a small batch is not left to a few CTAs. */
+    const int64_t threads = tensor  ? (int64_t)qa->rows * chunks
                             : token ? (int64_t)qa->rows * 32
-                                    : (int64_t)qa->rows * ((qa->n + 127) / 128) * 16;
-    const int64_t units = token ? 1 : mt_variant_int(&k->v, "UNITS", 1);
+                                    : (int64_t)qa->rows * ((chunks + 31) / 32) * 32;
     unsigned grid = elementwise_grid(k, threads);
-    if (units > 1) {
+    if (!token && units > 1) {
         const unsigned wide = elementwise_grid(k, (threads + units - 1) / units);
         const unsigned least = k->max_ctas > 0 ? (unsigned)k->max_ctas : 0;
         grid = wide > least ? wide : grid < least ? grid : least;

@@ -10,10 +10,12 @@
  * the amax into *amax with an integer atomicMax on the float bits (valid for
  * non-negative floats, and graph-capturable: no host round trip), phase 1
  * quantizes. GRAN 2 (per row): a warp per row, its amax a warp shuffle
- * reduction. GRAN 3 (per row per 128 columns): a 128-column group is 16
- * chunks, held by 16 consecutive lanes, so the group amax is a 16-lane
- * shuffle reduction. Both grid-stride over their units (rows, resp. row
- * groups), so any grid is correct; the launcher sizes it to the units.
+ * reduction. GRAN 3 (per row per 128 columns): a warp per stretch of a
+ * row (block_rows), a pass of it 32 consecutive chunks, two 128-column
+ * groups of 16 chunks held by 16 consecutive lanes each, so that a group's
+ * amax is a 16-lane shuffle reduction. Both grid-stride over their units
+ * (rows, resp. stretches), so any grid is correct; the launcher gives a
+ * warp a unit.
  */
 #pragma once
 #include "mt_device.cuh"
@@ -87,6 +89,73 @@ __device__ __forceinline__ float amax8(const float (&v)[8])
     return m;
 }
 
+/* Units a taker (a thread, or a warp in block_rows) takes at once: UNITS,
+ * or fewer where the grid has more takers than that needs (the launcher
+ * gives a small tensor more CTAs, runtime/moe_launch.c), at least one. */
+template <int UNITS> __device__ __forceinline__ int units_per_pass(int64_t units, int64_t takers)
+{
+    const int64_t per = (units + takers - 1) / takers;
+    return per < 1 ? 1 : per > UNITS ? UNITS : (int)per;
+}
+
+/* A chunk's values, as one unit of block_rows. */
+struct chunk_values8 {
+    float v[8];
+};
+
+/* GRAN 3: a warp takes stretches of a row (grid-stride over them; a
+ * stretch of a row that is not live skipped by the whole warp), so that the
+ * row's index, liveness and input row are worked out once a stretch, not
+ * once a chunk, while a short batch of long rows still spreads over many
+ * warps. A pass is 32 consecutive chunks: lanes 0-15 hold one 128-column
+ * group, lanes 16-31 the next, and a group's amax is a shuffle within its
+ * 16 lanes. A stretch is up to UNITS passes, fewer where the grid has warps
+ * to spare (units_per_pass; the launcher gives a small batch at least a
+ * full GPU of CTAs), their loads issued first. load(r, c, unit) loads chunk
+ * c of row r into a Unit, values(unit, v) gives its 8 values, store(r, c,
+ * v, s) quantizes them with the group's scale s; lanes past the row's end
+ * take part in the shuffles with zeros. */
+template <class Q, int THREADS, int UNITS, class Unit, class Load, class Values, class Store>
+__device__ __forceinline__ void block_rows(const mt_quant_args &a, Load &&load, Values &&values,
+                                           Store &&store)
+{
+    const int lane = threadIdx.x & 31, chunks = a.n / 8, ng = (a.n + 127) / 128;
+    const int passes = (chunks + 31) / 32;
+    const int64_t warps = (int64_t)gridDim.x * (THREADS / 32);
+    const int per = units_per_pass<UNITS>((int64_t)a.rows * passes, warps);
+    const int stretches = (passes + per - 1) / per;
+    const int64_t total = (int64_t)a.rows * stretches;
+    for (int64_t i = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; i < total; i += warps) {
+        const int r = (int)(i / stretches), p0 = (int)(i - (int64_t)r * stretches) * 32 * per;
+        if (!quant_row_live(a, r))   /* the same for the whole warp */
+            continue;
+        Unit k[UNITS];
+#pragma unroll
+        for (int j = 0; j < UNITS; j++)
+            if (j < per && p0 + 32 * j + lane < chunks)
+                load(r, p0 + 32 * j + lane, k[j]);
+#pragma unroll
+        for (int j = 0; j < UNITS; j++) {
+            if (j >= per || p0 + 32 * j >= chunks)   /* the same for the whole warp */
+                break;
+            const int c = p0 + 32 * j + lane;
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            if (c < chunks)
+                values(k[j], v);
+            float m = amax8(v);
+#pragma unroll
+            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            const float s = act_scale<Q>(m);
+            if (c < chunks) {
+                if ((lane & 15) == 0)
+                    a.scale[(int64_t)r * ng + c / 16] = s;
+                store(r, c, v, s);
+            }
+        }
+    }
+}
+
 template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_quant(const mt_quant_args &a)
 {
     pdl_enter();
@@ -125,54 +194,42 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
         }
         return;
     }
-    /* Per-row scales: a warp per row (GRAN 2) or 16 lanes per 128-column
-     * group of a row (GRAN 3), many rows per CTA and a grid-stride loop, so
+    if constexpr (GRAN == 3) {
+        block_rows<Q, THREADS, 1, chunk_values8>(
+            a, [&](int r, int c, chunk_values8 &k) { quant_values<T, ACT>(a, r, c, k.v); },
+            [](const chunk_values8 &k, float(&v)[8]) {
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    v[q] = k.v[q];
+            },
+            [&](int r, int c, const float(&v)[8], float s) { quant_store<Q>(a, r, c, v, s); });
+        return;
+    }
+    /* GRAN 2: a warp per row, many rows per CTA and a grid-stride loop, so
      * that short rows (the GEMM2 input, n = N) still keep enough loads in
-     * flight. A warp's lanes stay together through the shuffles: lanes
-     * past the end or on a row that is not live take part with zeros. */
-    constexpr int LANES = GRAN == 2 ? 32 : 16, UNITS_PER_WARP = 32 / LANES;
-    const int ng = (a.n + 127) / 128;
-    const int64_t per_row = GRAN == 2 ? 1 : ng, units = (int64_t)a.rows * per_row;
-    const int64_t stride = (int64_t)gridDim.x * (THREADS / LANES);
-    const int sub = tid % LANES;
-    for (int64_t first = (int64_t)blockIdx.x * (THREADS / LANES) + (tid >> 5) * UNITS_PER_WARP;
-         first < units; first += stride) {
-        const int64_t u = first + (tid & 31) / LANES;
-        const int r = (int)(u / per_row);
-        const bool live = u < units && quant_row_live(a, r);
-        if constexpr (GRAN == 2) {
-            float m = 0.0f;
-            for (int c = sub; live && c < chunks; c += LANES) {
-                float v[8];
-                quant_values<T, ACT>(a, r, c, v);
-                m = fmaxf(m, amax8(v));
-            }
+     * flight. */
+    const int lane = tid & 31;
+    for (int64_t rr = (int64_t)blockIdx.x * (THREADS / 32) + (tid >> 5); rr < a.rows;
+         rr += (int64_t)gridDim.x * (THREADS / 32)) {
+        const int r = (int)rr;
+        if (!quant_row_live(a, r))   /* the same for the whole warp */
+            continue;
+        float m = 0.0f;
+        for (int c = lane; c < chunks; c += 32) {
+            float v[8];
+            quant_values<T, ACT>(a, r, c, v);
+            m = fmaxf(m, amax8(v));
+        }
 #pragma unroll
-            for (int o = 16; o > 0; o >>= 1)
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            const float s = act_scale<Q>(m);
-            if (live && sub == 0)
-                a.scale[r] = s;
-            for (int c = sub; live && c < chunks; c += LANES) {
-                float v[8];
-                quant_values<T, ACT>(a, r, c, v);
-                quant_store<Q>(a, r, c, v, s);
-            }
-        } else {
-            const int g = (int)(u % ng), c = g * 16 + sub;
-            const bool ok = live && c < chunks;
-            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            if (ok)
-                quant_values<T, ACT>(a, r, c, v);
-            float m = amax8(v);
-#pragma unroll
-            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            const float s = act_scale<Q>(m);
-            if (ok && sub == 0)
-                a.scale[(int64_t)r * ng + g] = s;
-            if (ok)
-                quant_store<Q>(a, r, c, v, s);
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float s = act_scale<Q>(m);
+        if (lane == 0)
+            a.scale[r] = s;
+        for (int c = lane; c < chunks; c += 32) {
+            float v[8];
+            quant_values<T, ACT>(a, r, c, v);
+            quant_store<Q>(a, r, c, v, s);
         }
     }
 }

@@ -1,34 +1,37 @@
 /*
  * act_quant's ARITH "steps" variants (act_quant.lua): the quantization of
  * act_quant.cuh, value for value, with less work per value, and with UNITS
- * 4 more loads in flight. act_quant.cuh's kernel (ARITH "div") stays as it
- * is, so that the kernels tuned databases store keep their source.
+ * 4 more loads in flight. act_quant.cuh's kernel (ARITH "div") divides per
+ * value and takes one unit a thread.
  *
  * - A thread issues the loads of up to UNITS work units before it uses any
  *   of them: 8-value chunks (GRAN 1), chunks of its warp's row per pass
- *   (GRAN 2), 128-column groups (GRAN 3, a warp's groups consecutive in
- *   memory). One unit per thread left each thread a chain of load, reduce,
- *   store with nothing to hide the load's latency. GRAN 1 and 3 take fewer
- *   than UNITS where the grid has threads to spare: the launcher gives a
- *   small tensor at least a full GPU of CTAs.
+ *   (GRAN 2), passes of 32 chunks over a stretch of its warp's row (GRAN 3,
+ *   block_rows). One unit per thread left each thread a chain of load,
+ *   reduce, store with nothing to hide the load's latency. GRAN 1 and 3
+ *   take fewer than UNITS where the grid has threads to spare: the
+ *   launcher gives a small tensor at least a full GPU of CTAs.
  * - x / s costs one IEEE division per scale, for r = 1/s, and three
- *   correctly rounded operations per value (quotient_steps), the e4m3
- *   conversion one instruction per two values; silu's
- *   division, the steps of the division's own fast path without its branch
- *   per value (silu_steps). Both are bit for bit the divisions they stand
- *   for; a chunk where they do not apply is done again with the divisions
- *   (one branch a chunk, rarely taken). Row and group indices come from one
- *   division per pass, in 32 bits where they fit.
+ *   correctly rounded operations per value (quotient_steps: the correctly
+ *   rounded quotient but where it is subnormal, there within an ulp, which
+ *   quantizes to the same signed zero), the e4m3 conversion one instruction
+ *   per two values; silu's division, the steps of the division's own fast
+ *   path without its branch per value (silu_steps). Both give the bytes the
+ *   divisions give; a chunk where they do not apply is done again with the
+ *   divisions (one branch a chunk, rarely taken). GRAN 1 finds a chunk's
+ *   row and column by one division per chunk, in 32 bits where it fits;
+ *   GRAN 2 walks whole rows, GRAN 3 stretches of rows.
  */
 #pragma once
 #include "act_quant.cuh"
 
 namespace mt {
 
-/* x / s, correctly rounded, from r = RN(1/s): q0 = RN(x r) is within an ulp
- * of x / s, e = x - q0 s is exact (one fma), and RN(q0 + e r) is the
- * correctly rounded quotient (Markstein's correction; the sign of q0 keeps
- * a zero's sign, -0 + 0 being +0). It needs r normal and no overflow on the
+/* x / s from r = RN(1/s): q0 = RN(x r) is within an ulp of x / s, e = x -
+ * q0 s is exact (one fma), and RN(q0 + e r) is the correctly rounded
+ * quotient (Markstein's correction; the sign of q0 keeps a zero's sign,
+ * -0 + 0 being +0) unless it is subnormal, where it is within an ulp (and
+ * quantizes to the same signed zero). It needs r normal and no overflow on the
  * way, which chunk_quotients sees to. Checked against the division over
  * every bf16 and fp16 value and the scales of every bf16 amax
  * (tests/test_numeric.cpp mirrors these steps; tests/gpu/gpu_numeric.c
@@ -50,7 +53,7 @@ __device__ __forceinline__ float quotient_steps(float x, const divisor &d)
     return copysignf(__fmaf_rn(__fmaf_rn(-q0, d.s, x), d.r, q0), q0);
 }
 
-/* q = v / d.s for a chunk, bit for bit: by quotient_steps, or by the
+/* q = v / d.s for a chunk, as quantized bytes: by quotient_steps, or by the
  * division for the whole chunk where they may not apply: a scale outside
  * [2^-64, 2^64], or, unless the values are bounded, a quotient that does
  * not come out finite and under 2^10 in magnitude (an inf or NaN value, a
@@ -201,15 +204,6 @@ __device__ __forceinline__ void split_index(int64_t i, int n, int &quot, int &re
     }
 }
 
-/* Units a thread takes per pass: UNITS, or fewer where the grid has more
- * threads than that needs (the launcher gives a small tensor more CTAs,
- * runtime/moe_launch.c), at least one. */
-template <int UNITS> __device__ __forceinline__ int units_per_pass(int64_t units, int64_t takers)
-{
-    const int64_t per = (units + takers - 1) / takers;
-    return per < 1 ? 1 : per > UNITS ? UNITS : (int)per;
-}
-
 /* GRAN 1, one phase: grid-stride over blocks of THREADS x per chunks,
  * chunk j of a thread THREADS after its chunk j - 1 (coalesced per j). */
 template <class T, class Q, int ACT, int THREADS, int UNITS>
@@ -307,53 +301,15 @@ __device__ void act_quant_token_wide(const mt_quant_args &a)
     }
 }
 
-/* GRAN 3: 16 lanes per 128-column group as in act_quant.cuh; a warp takes
- * 2 x per consecutive groups per pass (the half-warps alternate), all
- * their loads first. */
+/* GRAN 3: a warp per stretch of UNITS passes of a row, as in act_quant.cuh
+ * (block_rows). */
 template <class T, class Q, int ACT, int THREADS, int UNITS>
 __device__ void act_quant_block_wide(const mt_quant_args &a)
 {
-    const int chunks = a.n / 8, ng = (a.n + 127) / 128;
-    const int64_t units = (int64_t)a.rows * ng, warps = (int64_t)gridDim.x * (THREADS / 32);
-    const int per = units_per_pass<UNITS>(units, 2 * warps);
-    const int sub = threadIdx.x & 15, half = (threadIdx.x >> 4) & 1;
-    for (int64_t w = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; w * 2 * per < units;
-         w += warps) {
-        const int64_t u0 = w * 2 * per + half;
-        int r, g;
-        split_index(u0, ng, r, g);
-        chunk_raw k[UNITS];
-        int row[UNITS], grp[UNITS];
-        bool ok[UNITS];
-#pragma unroll
-        for (int j = 0; j < UNITS; j++) {
-            row[j] = r;
-            grp[j] = g;
-            const int c = g * 16 + sub;
-            ok[j] = j < per && u0 + 2 * j < units && c < chunks && quant_row_live(a, r);
-            if (ok[j])
-                load_chunk<T, ACT>(a, r, c, k[j]);
-            for (g += 2; g >= ng; g -= ng)
-                r++;
-        }
-#pragma unroll
-        for (int j = 0; j < UNITS; j++) {
-            if (j >= per)   /* the same for the whole warp: the shuffles below stay whole */
-                break;
-            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            if (ok[j])
-                chunk_values<T, ACT>(a, k[j], v);
-            float m = amax8(v);
-#pragma unroll
-            for (int o = 8; o > 0; o >>= 1)   /* within the 16 lanes of one group */
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-            const float s = act_scale<Q>(m);
-            if (ok[j] && sub == 0)
-                a.scale[(int64_t)row[j] * ng + grp[j]] = s;
-            if (ok[j])
-                store_chunk<Q>(a, row[j], grp[j] * 16 + sub, v, divisor_of(s), true);
-        }
-    }
+    block_rows<Q, THREADS, UNITS, chunk_raw>(
+        a, [&](int r, int c, chunk_raw &k) { load_chunk<T, ACT>(a, r, c, k); },
+        [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT>(a, k, v); },
+        [&](int r, int c, const float(&v)[8], float s) { store_chunk<Q>(a, r, c, v, divisor_of(s), true); });
 }
 
 template <class T, class Q, int GRAN, int ACT, int THREADS, int UNITS>

@@ -227,15 +227,54 @@ static void test_bf16_weight_maps(void **state)
     assert_int_equal(fake.launched[4], MT_STEP_REDUCE);
 }
 
+/* The quantizers' grids with UNITS `units` and max_ctas as each case says. */
+typedef struct quant_grid_case {
+    int max_ctas;
+    unsigned quant_grid, act_grid;
+} quant_grid_case;
+
+/* Both tests' problem has 262144 threads' work in either step at UNITS 1
+ * (1024 CTAs of 256): with UNITS 4 a quarter of that, at least max_ctas,
+ * at most all of it. */
+static const quant_grid_case wide_cases[] = {{0, 256, 256}, {100, 256, 256}, {700, 700, 700},
+                                             {5000, 1024, 1024}};
+
+static void expect_quant_grids(mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                               const char *units, const quant_grid_case *cases, size_t n)
+{
+    char msg[512] = "";
+    mt_kernel *steps[] = {&plan->step[MT_STEP_QUANT], &plan->step[MT_STEP_ACT]};
+    for (int k = 0; k < 2; k++) {
+        assert_string_equal(mt_variant_get(&steps[k]->v, "ARITH"), "steps");
+        for (int i = 0; i < steps[k]->v.nparams; i++)
+            if (!strcmp(steps[k]->v.params[i].name, "UNITS"))
+                mt_strlcpy(steps[k]->v.params[i].value, units, sizeof steps[k]->v.params[i].value);
+        assert_int_equal(mt_variant_int(&steps[k]->v, "UNITS", 1), atoi(units));
+    }
+    for (size_t i = 0; i < n; i++) {
+        plan->step[MT_STEP_QUANT].max_ctas = plan->step[MT_STEP_ACT].max_ctas = cases[i].max_ctas;
+        fake_driver(1);
+        assert_int_equal(run(plan, p, t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.step_grid[MT_STEP_QUANT], cases[i].quant_grid);
+        assert_int_equal(fake.step_grid[MT_STEP_ACT], cases[i].act_grid);
+    }
+}
+
+/* The default plan of the w8a8 tests: M 4096, E 8, topk 2, K 512, N 256. */
+static void w8a8_plan(mt_quant_mode mode, mt_problem *p, mt_moe_plan *plan)
+{
+    mt_problem_init(p, 4096, 8, 2, 512, 256);
+    p->quant.mode = mode;
+    default_plan(p, plan);
+}
+
 /* fp8 block-wise: 8-bit weights, a 128-element line of K. */
 static void test_fp8_weight_maps(void **state)
 {
     (void)state;
     mt_problem p;
-    mt_problem_init(&p, 4096, 8, 2, 512, 256);
-    p.quant.mode = MT_QUANT_FP8_BLOCK;
     mt_moe_plan plan;
-    default_plan(&p, &plan);
+    w8a8_plan(MT_QUANT_FP8_BLOCK, &p, &plan);
     assert_string_equal(mt_variant_get(&plan.step[MT_STEP_GEMM1].v, "BLOAD"), "tma");
     fake_driver(1);
     mt_moe_tensors t = fake_tensors();
@@ -248,33 +287,35 @@ static void test_fp8_weight_maps(void **state)
     const int fused = strcmp(epi, "store") != 0;
     expect_map(&fake.enc[0], t.w1, CU_TENSOR_MAP_DATA_TYPE_UINT8, 512, fused ? 256 : 512,
                fused ? 2 : 1, 8, 1, 2 * 256 * 512, (cuuint32_t)(fused ? bn1 / 2 : bn1));
-    /* The activation quantizers: 16 lanes per 128-column group, a group a
-     * thread; the hidden rows (4096 x 4 groups) before GEMM1, the 8192
-     * slots' GEMM2 inputs (2 groups each) after it: 1024 CTAs of 256. */
+    /* The activation quantizers: a warp per pass of 32 chunks of a row, 8
+     * warps a CTA: the hidden rows (4096 of 64 chunks: two passes) before
+     * GEMM1, the 8192 slots' GEMM2 inputs (32 chunks: one) after it, 1024
+     * CTAs each with one pass a warp (UNITS 1). A wide quantizer (UNITS 4,
+     * the default) gets 4 passes a warp (256 CTAs), but at least the CTAs
+     * the GPU holds at once (max_ctas; 0: unknown to this fake driver) and
+     * at most a pass a warp. */
     const int tq = plan.step[MT_STEP_QUANT].v.threads, ta = plan.step[MT_STEP_ACT].v.threads;
     assert_int_equal(tq, 256);
     assert_int_equal(ta, 256);
-    assert_int_equal(fake.step_grid[MT_STEP_QUANT], 1024);
-    assert_int_equal(fake.step_grid[MT_STEP_ACT], 1024);
-    /* A wide quantizer (UNITS 4) gets 4 groups a thread (256 CTAs), but at
-     * least the CTAs the GPU holds at once (max_ctas; 0: unknown to this
-     * fake driver) and at most a group a thread (1024). */
-    mt_kernel *steps[] = {&plan.step[MT_STEP_QUANT], &plan.step[MT_STEP_ACT]};
-    for (int k = 0; k < 2; k++) {
-        assert_string_equal(mt_variant_get(&steps[k]->v, "ARITH"), "steps");
-        for (int i = 0; i < steps[k]->v.nparams; i++)
-            if (!strcmp(steps[k]->v.params[i].name, "UNITS"))
-                mt_strlcpy(steps[k]->v.params[i].value, "4", sizeof steps[k]->v.params[i].value);
-        assert_int_equal(mt_variant_int(&steps[k]->v, "UNITS", 1), 4);
-    }
-    const struct { int max_ctas; unsigned grid; } cases[] = {{0, 256}, {100, 256}, {700, 700}, {5000, 1024}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        plan.step[MT_STEP_QUANT].max_ctas = plan.step[MT_STEP_ACT].max_ctas = cases[i].max_ctas;
-        fake_driver(1);
-        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-        assert_int_equal(fake.step_grid[MT_STEP_QUANT], cases[i].grid);
-        assert_int_equal(fake.step_grid[MT_STEP_ACT], cases[i].grid);
-    }
+    assert_int_equal(fake.step_grid[MT_STEP_QUANT], 256);
+    assert_int_equal(fake.step_grid[MT_STEP_ACT], 256);
+    expect_quant_grids(&plan, &p, &t, "1", (const quant_grid_case[]){{0, 1024, 1024}, {5000, 1024, 1024}}, 2);
+    expect_quant_grids(&plan, &p, &t, "4", wide_cases, 4);
+}
+
+/* Per tensor, a thread takes 8-element chunks: a wide quantizer (UNITS 4)
+ * gets 4 chunks a thread, but at least the CTAs the GPU holds at once
+ * (max_ctas; 0: unknown to this fake driver) and at most a chunk a thread. */
+static void test_wide_tensor_quant_grid(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_moe_plan plan;
+    w8a8_plan(MT_QUANT_FP8_PER_TENSOR, &p, &plan);
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    /* 4096 hidden rows of 64 chunks, 8192 GEMM2 input rows of 32. */
+    expect_quant_grids(&plan, &p, &t, "4", wide_cases, 4);
 }
 
 /* A driver without cuTensorMapEncodeTiled: a clear error naming the step,
@@ -687,6 +728,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_weight_maps),
         cmocka_unit_test(test_fp8_weight_maps),
+        cmocka_unit_test(test_wide_tensor_quant_grid),
         cmocka_unit_test(test_no_encoder),
         cmocka_unit_test(test_no_map_for_other_kernels),
         cmocka_unit_test(test_pair_weight_maps),
