@@ -283,6 +283,16 @@ static mt_variant *sm90_points(const char *quant, const char *epilogue, size_t *
     return v;
 }
 
+/* The variant of v called name (the test fails without one). */
+static const mt_variant *named(const mt_variant *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    fail_msg("no variant %s", name);
+    return NULL;
+}
+
 /* Stage 3's neighbours along SPLIT_K of the swapped persistent 16 x 256
  * tile (Qwen3 M = 8's GEMM1 in session 21): split tiles exist only in
  * PIPE ws, so they come with that pipeline, one per split (2 and 4), the
@@ -298,11 +308,7 @@ static void test_neighbours_split_in_ws(void **state)
     size_t *pick = malloc(nsv * sizeof *pick);
     assert_non_null(pick);
     for (int w = 0; w < 2; w++) {
-        const mt_variant *base = NULL;
-        for (size_t i = 0; i < nsv && !base; i++)
-            if (!strcmp(sv[i].name, want[w]))
-                base = &sv[i];
-        assert_non_null(base);
+        const mt_variant *base = named(sv, nsv, want[w]);
         size_t n = mt_select_neighbours(sv, nsv, base, "SPLIT_K", pick);
         assert_int_equal(n, 2);
         int splits = 0;
@@ -317,6 +323,34 @@ static void test_neighbours_split_in_ws(void **state)
         }
         assert_int_equal(splits, 2 | 4);
     }
+    free(pick);
+    free(sv);
+}
+
+/* Stage 3 varies the width of a swapped tile (its neighbours along BLOCK_N:
+ * the other widths with every other parameter the same), not of an
+ * unswapped one, whose width stays the model's. */
+static void test_neighbours_width_swapped_only(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", "store", &nsv);
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    const mt_variant *swapped =
+        named(sv, nsv, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n256_k64_g1_s5_ppersist_fwait_btma_swyes");
+    size_t n = mt_select_neighbours(sv, nsv, swapped, "BLOCK_N", pick);
+    assert_int_equal(n, 3);
+    int widths = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = &sv[pick[i]];
+        widths |= (int)mt_variant_int(v, "BLOCK_N", 0);
+        assert_true(mt_variant_differs_only_in(v, swapped, "BLOCK_N", NULL));
+    }
+    assert_int_equal(widths, 64 | 128 | 192);
+    const mt_variant *unswapped =
+        named(sv, nsv, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_pws_fwait_btma");
+    assert_int_equal(mt_select_neighbours(sv, nsv, unswapped, "BLOCK_N", pick), 0);
     free(pick);
     free(sv);
 }
@@ -559,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_split_in_ws),
+        cmocka_unit_test(test_neighbours_width_swapped_only),
         cmocka_unit_test(test_select_row_tma_roles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

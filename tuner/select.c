@@ -210,6 +210,12 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
     const char *have = mt_variant_get(base, param);
     const char *const *followers = followers_of(param);
     size_t count = 0;
+    /* A tile's width is the model's to rank, but for a swapped tile (a few
+     * tokens per expert): its weight rows set how evenly the tiles spread
+     * over the SMs, which the model's waves weigh coarsely. */
+    const char *swap = mt_variant_get(base, "SWAP");
+    if (!strcmp(param, "BLOCK_N") && !(swap && !strcmp(swap, "yes")))
+        return 0;
     /* Pass 0 frees param alone, pass i > 0 param and followers[i - 1]. */
     for (int pass = 0; have && (pass == 0 || followers[pass - 1]); pass++)
         for (size_t k = 0; k < n; k++) {

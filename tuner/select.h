@@ -52,8 +52,9 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
  * param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight loads;
  * then EPI_COLS, since a wide tile runs "persist" only with its epilogue
  * in column chunks; EPI_COLS: CLUSTER; SPLIT_K: PIPE, since a swapped
- * warpgroup-MMA tile splits K only in "ws"). Writes indices into out (room for n); returns the
- * count. */
+ * warpgroup-MMA tile splits K only in "ws"). Along BLOCK_N only a swapped
+ * tile (SWAP yes) has neighbours. Writes indices into out (room for n);
+ * returns the count. */
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out);
 
