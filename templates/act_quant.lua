@@ -19,8 +19,8 @@ return {
     { name = "act",      abbrev = "", values = { "none", "silu", "gelu" } },
     { name = "THREADS",  abbrev = "t", values = { 128, 256, 512 } },
     -- UNITS and ARITH came later, without a new version: their first
-    -- values are the first kernel (act_quant.cuh), kept as it was so that
-    -- tuned databases stay current, and stay out of the names.
+    -- values are the first kernel (act_quant.cuh) and stay out of the
+    -- names, which are those it had.
     -- UNITS: work units (chunks, passes over a row) a thread loads at once.
     { name = "UNITS",    abbrev = "u", values = { 1, 4 }, omit_in_name = 1 },
     -- ARITH: how x / s and silu's division are computed, bit for bit the
@@ -32,9 +32,9 @@ return {
   -- "steps" quantizes without an activation faster (DeepSeek-V3 fp8 M = 4096,
   -- hidden rows alone: 47.7 against 49.8 us); with silu it was slower
   -- (Qwen3 fp8 M = 4096: 73.3 against 65.5 us; docs/PERFORMANCE.md,
-  -- session 15), so the activations keep the divisions. Since the per-row
-  -- grans walk whole rows a warp each (session 23), UNITS 4 keeps four
-  -- passes' loads in flight per lane.
+  -- session 15), so the activations keep the divisions. Since the
+  -- block-wise kernels walk stretches of rows a warp each (session 23),
+  -- UNITS 4 keeps up to four passes' loads in flight per lane.
   default_set = { { THREADS = 256, UNITS = 4, ARITH = "steps", act = "none" },
                   { THREADS = 256, UNITS = 1, ARITH = "div", act = "silu" },
                   { THREADS = 256, UNITS = 1, ARITH = "div", act = "gelu" } },
