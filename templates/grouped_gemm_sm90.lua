@@ -126,6 +126,14 @@ local function mma_wrapper(p)
 end
 
 local defaults = {}
+-- Tile t over the settings d of its kind into the default set, unless
+-- t.only (a set of quant modes) leaves quant q out.
+local function add_default(d, t, q)
+  if t.only and not t.only[q] then return end
+  for k, v in pairs(t) do d[k] = v end
+  d.only = nil
+  defaults[#defaults + 1] = d
+end
 local ATMA_DEFAULT = { none = true, ["fp8-block"] = true }
 local SPLIT_DEFAULT = { none = true, ["fp8-block"] = true, ["int8-block"] = true }
 for _, q in ipairs(QUANTS) do
@@ -154,9 +162,7 @@ for _, q in ipairs(QUANTS) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
                 SWAP = "no", EPI_COLS = t.EPI_COLS or 0, CLUSTER = t.CLUSTER or 1, ALOAD = t.ALOAD or "cp",
                 SPLIT_K = 1 }
-    for k, v in pairs(t) do d[k] = v end
-    d.only = nil
-    if not t.only or t.only[q] then defaults[#defaults + 1] = d end
+    add_default(d, t, q)
   end
   -- Swapped tiles for a few tokens per expert: 64 or 128 weight rows deep
   -- in stages, 16 to 64 token rows; one split in two along K, for the
@@ -175,9 +181,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
                 EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1 }
-    for k, v in pairs(t) do d[k] = v end
-    d.only = nil
-    if not t.only or t.only[q] then defaults[#defaults + 1] = d end
+    add_default(d, t, q)
   end
 end
 
