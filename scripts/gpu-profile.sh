@@ -8,6 +8,10 @@
 # fp8 at M = 8). MT_PROFILE_KERNELS: ncu -k filter (default
 # regex:grouped_gemm), MT_PROFILE_COUNT: kernels per run (default 2),
 # MT_PROFILE_EXTRA: more ncu options (e.g. "--section InstructionStats").
+# With --db among the shape options, bench times the untuned default
+# pipeline before the tuned one, so the first kernels that match are the
+# default's: to profile the tuned pipeline, name its kernels in
+# MT_PROFILE_KERNELS (session 23's call 2 profiled the defaults' GEMMs so).
 # Reports: $OUT/ncu-NAME.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
