@@ -26,6 +26,9 @@
 #            spaces the tuner does not reach by itself:
 #            MT_EXPLORE="NAME|M LIST|TUNE OPTIONS;..." (one run each, into
 #            explore-NAME.db among the step logs).
+#   sass     the disassembly of stored kernels: MT_SASS_KERNELS="NAME ..."
+#            (names in the shipped database, or MT_SASS_DB), their images
+#            through cuobjdump into sass-NAME.txt, with an opcode count.
 # Usage (device command): scripts/gpu-steps.sh tests retune
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -105,6 +108,29 @@ step_explore() {
     echo "== explore $name (M $mlist): exit $r; fastest:"
     grep -E '^ +M=[0-9]+ +ok' "$out/steps/explore-$name.log" | sort -k1,1 -k3,3n | awk '
       { if ($1 != m) { m = $1; k = 0 } if (k++ < 4) print }'
+  done
+  return $rc
+}
+
+step_sass() {
+  local name cuobjdump rc=0
+  cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+  [ -n "${MT_SASS_KERNELS:-}" ] || { echo "== sass: MT_SASS_KERNELS is empty"; return 1; }
+  for name in $MT_SASS_KERNELS; do
+    python3 - "${MT_SASS_DB:-$shipped}" "$name" "$out/steps/$name.cubin" <<'PY' || { rc=1; continue; }
+import sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute(
+    "select image from kernel where name = ? and arch = 'sm_90a' and is_ptx = 0", (sys.argv[2],)).fetchone()
+if not row or row[0] is None:
+    sys.exit("sass: no sm_90a image of %s in %s" % (sys.argv[2], sys.argv[1]))
+open(sys.argv[3], "wb").write(row[0])
+PY
+    "$cuobjdump" -sass "$out/steps/$name.cubin" >"$out/steps/sass-$name.txt" 2>&1 || rc=1
+    rm -f "$out/steps/$name.cubin"
+    echo "== sass $name: $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$out/steps/sass-$name.txt") instructions; most used:"
+    grep -oE '^ +/\*[0-9a-f]{4}\*/ +(@!?U?P[0-9T] +)?[A-Z0-9_.]+' "$out/steps/sass-$name.txt" |
+      awk '{ print $NF }' | sed 's/\..*//' | sort | uniq -c | sort -rn | head -12 | tr '\n' ' '
+    echo
   done
   return $rc
 }
