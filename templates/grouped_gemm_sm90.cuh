@@ -11,7 +11,7 @@
  * columns) 64g..64g+63 as the MMA's A operand and all BM token rows are its
  * N: wgmma m64nBMk16 / k32, D = the tile transposed, WARPS_M = BN/16. The
  * copies, the pipelines and write_tile are the same; the fold of the block
- * scales and the staging of the fragments read D transposed (swap_scales,
+ * scales and the staging of the fragments read D transposed (sm90_scales,
  * stage_tile below).
  *
  * Shared memory: per stage an A tile (BM rows) and a B tile (BN weight rows),
@@ -72,6 +72,15 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const void *map, uint64_t
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(smem_addr(dst)),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(smem_addr(bar))
                  : "memory");
+}
+
+/* A 4-byte cp.async (the block modes' scales, sm90_loader): through L1
+ * (.ca), the only cache mode for copies under 16 bytes; src_bytes 0 writes
+ * a zero. */
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+                 "r"(src_bytes));
 }
 
 /* cp.async writes are generic-proxy writes; the MMA reads through the async
@@ -136,7 +145,16 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int ROW = 128;                         /* bytes of K per tile row */
     static constexpr int EPC = ROW / 8 / (Q::A_BITS / 8);   /* elements per 16-byte chunk */
     static constexpr int A_STAGE = Cfg::BM * ROW, B_STAGE = Cfg::BN * ROW;
-    static constexpr int PIPE_BYTES = Cfg::STAGES * (A_STAGE + B_STAGE);
+    /* Block modes: a stage also carries its K block's scales, the BM token
+     * rows' and one weight scale per 8 tile columns (a fragment's 8 weight
+     * rows are in one 128-row block: N is a multiple of 16), copied with
+     * the stage so that the fold reads them from shared memory. Read from
+     * global memory one fold ahead, their latency outlasted a K tile's
+     * MMAs (Nsight Compute, docs/PERFORMANCE.md session 24). After the B
+     * ring, so that the swizzled tiles stay aligned. */
+    static constexpr int SCALES = tile_shape<Cfg>::BLOCK ? Cfg::BM + Cfg::BN / 8 : 0;
+    static constexpr int SC_STAGE = (SCALES * 4 + 15) / 16 * 16;
+    static constexpr int PIPE_BYTES = Cfg::STAGES * (A_STAGE + B_STAGE + SC_STAGE);
     static constexpr int KSTEPS = ROW / 32;                 /* MMAs per tile */
     /* Where things are in shared memory. "persist" keeps the fp32
      * epilogue tile out of the pipeline buffers (the copies of the next
@@ -154,6 +172,16 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int MMA_N = Cfg::SWAP ? Cfg::BM : Cfg::BN;
     static constexpr int ACC_NT = MMA_N / 8;
     static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
+    static_assert(!tile_shape<Cfg>::BLOCK || Cfg::BK == 128, "a K tile is one scale block");
+    /* The scales of ring stage `stage`, sB the ring of B tiles. */
+    static __device__ __forceinline__ float *stage_scales(unsigned char *sB, int stage)
+    {
+        return reinterpret_cast<float *>(sB + Cfg::STAGES * B_STAGE + stage * SC_STAGE);
+    }
+    static __device__ __forceinline__ const float *stage_scales(const unsigned char *sB, int stage)
+    {
+        return reinterpret_cast<const float *>(sB + Cfg::STAGES * B_STAGE + stage * SC_STAGE);
+    }
     static_assert(Cfg::SWAP ? Cfg::BN % 64 == 0 && Cfg::BM % 16 == 0 && Cfg::PIPE != 0
                             : Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0,
                   "tile does not split into warpgroups");
@@ -174,7 +202,10 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * With ALOAD=tma the A rows come the same way, one box of BM rows from
  * a_map: rows laid out per expert (the batched format, or the sorted order
  * with a_sorted), so a tile's rows are consecutive from a_row0; the row
- * table is then not needed. */
+ * table is then not needed. The block modes' scales of a stage (sm90_shape)
+ * are 4-byte cp.async copies, entry id + i * LOADERS by thread id, from
+ * sources resolved once per tile (nullptr: a missing row or column, whose
+ * scale is zero-filled). */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
@@ -184,7 +215,10 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     static constexpr bool TMA = Cfg::BLOAD == 1;
     static constexpr bool A_TMA = Cfg::ALOAD == 1;
     static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
+    static constexpr int SC_ITERS = (S::SCALES + LOADERS - 1) / LOADERS;
     const unsigned char *A, *B;
+    const float *sc_src[SC_ITERS > 0 ? SC_ITERS : 1];   /* K block 0's scale of each entry */
+    int sc_id;
     const int64_t *arow;   /* shared: BM byte offsets into A */
     int cc, r0, dst, nb, expert;
     int a_row0;            /* ALOAD=tma: the tile's first row in a_map */
@@ -204,21 +238,44 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         A = static_cast<const unsigned char *>(a.A);
         B = static_cast<const unsigned char *>(a.B) + (int64_t)t.expert * a.b_expert_stride * Q::B_BITS / 8;
         a_row0 = Cfg::FORMAT == 0 ? t.mb * Cfg::BM : t.expert * a.max_tokens + t.r0;
-        for (int r = id; r < (A_TMA ? 0 : Cfg::BM); r += LOADERS) {
-            int64_t ar, crow;
-            int slot;
-            table[r] = tile_row<Cfg>(a, t, r, &ar, &crow, &slot) ? ar * a.lda * (Q::A_BITS / 8) : -1;
-        }
         arow = table;
+        sc_id = id;
+        /* Entries id + i * LOADERS: token rows first (their A offsets into
+         * the table, their scales' sources: one lookup of the row serves
+         * both), then the weight scales' column groups. */
+        constexpr int ROW_ITERS = A_TMA && S::SCALES == 0 ? 0 : (Cfg::BM + LOADERS - 1) / LOADERS;
+        constexpr int ITERS = ROW_ITERS > SC_ITERS ? ROW_ITERS : SC_ITERS;
+        const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
+#pragma unroll
+        for (int i = 0; i < ITERS; i++) {
+            const int e = id + i * LOADERS;
+            int64_t ar, crow;
+            int slot, n;
+            if (e < Cfg::BM) {
+                const bool has = tile_row<Cfg>(a, t, e, &ar, &crow, &slot);
+                if constexpr (!A_TMA)
+                    table[e] = has ? ar * a.lda * (Q::A_BITS / 8) : -1;
+                if (i < SC_ITERS)
+                    sc_src[i] = has ? a.a_scale + ar * a.a_scale_ld : nullptr;
+            } else if (i < SC_ITERS) {
+                sc_src[i] = e < S::SCALES && weight_row<Cfg>(a, nb, (e - Cfg::BM) * 8, &n)
+                                ? a.b_scale + (int64_t)(t.expert * nblocks + n / 128) * kblocks
+                                : nullptr;
+            }
+        }
     }
 
     /* K is a multiple of the chunk width (a plan checks it): a chunk is
      * wholly inside or outside [0, K). Missing rows and K past the end are
      * zero-filled. */
     __device__ __forceinline__ void load(const mt_gemm_args &a, unsigned char *sA, unsigned char *sB,
-                                         int kt, uint64_t *full = nullptr) const
+                                         float *sS, int kt, uint64_t *full = nullptr) const
     {
         const int k0 = kt * Cfg::BK;
+#pragma unroll
+        for (int i = 0; i < SC_ITERS; i++)
+            if (sc_id + i * LOADERS < S::SCALES)
+                cp_async4(sS + sc_id + i * LOADERS, sc_src[i] ? sc_src[i] + kt : a.b_scale, sc_src[i] ? 4 : 0);
         /* The stage's bulk bytes are expected once, before its first
          * copy (as CUTLASS's TMA pipelines expect a stage's bytes with one
          * arrive.expect_tx), so that no copy can complete against a phase
@@ -270,80 +327,67 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
     wgmma_commit();
 }
 
-/* SWAP, block modes: the per-128-K fold of block_scales (gemm_tile.cuh)
- * for the transposed D. This thread holds weight rows (tile columns)
- * 16 * warp + lane / 4 + 8h, h = 0, 1, and token rows 8j + 2 (lane % 4) + c:
- * two weight scales and 2 ACC_NT token scales a K block, loaded one fold
- * ahead. init and fold take block_scales' arguments. */
-template <class Cfg> struct swap_scales {
-    static constexpr int NT = sm90_shape<Cfg>::ACC_NT;
-    int64_t sa_off[NT][2];
-    int32_t sw_off[2];
-    int kblocks, next;
-    float sa[NT][2], sw[2];
+/* Block modes: the fold of one K block's sums into the scaled sums,
+ * facc += acc * a_scale * w_scale (then acc = 0), with the scales of the
+ * stage the K block came in (sm90_shape: sc[r] of token row r, sc[BM + g]
+ * of tile columns 8g .. 8g + 7): take() reads this thread's scales out of
+ * the stage, after which the stage may go back to the copiers, and fold()
+ * applies them. This thread holds token rows 16 * warp + lane / 4 + 8h and
+ * tile columns 8j + 2 (lane % 4) + c of fragment j, or with SWAP the tile
+ * transposed: weight rows (tile columns) 16 * warp + lane / 4 + 8h and
+ * token rows 8j + 2 (lane % 4) + c. The same sums in the same order as
+ * grouped_gemm.cuh's block_scales. */
+template <class Cfg> struct sm90_scales {
+    using S = sm90_shape<Cfg>;
+    static constexpr int NT = S::ACC_NT;
+    int warp, lane;
+    /* Unswapped: the token rows' (h) and the fragments' weight scales;
+     * swapped: the token rows' (j, c) and the weight rows' (h). */
+    float sa[Cfg::SWAP ? NT : 1][2], sw[Cfg::SWAP ? 2 : NT];
 
-    __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb, int warp, int,
-                                         int lane)
+    __device__ __forceinline__ void init(int warp_, int lane_) { warp = warp_, lane = lane_; }
+
+    __device__ __forceinline__ void take(const float *sc)
     {
-        const int nblocks = (a.N + 127) / 128;
-        kblocks = (a.K + 127) / 128;
+        if constexpr (!Cfg::SWAP) {
 #pragma unroll
-        for (int j = 0; j < NT; j++)
+            for (int h = 0; h < 2; h++)
+                sa[0][h] = sc[warp * 16 + (lane >> 2) + 8 * h];
 #pragma unroll
-            for (int c = 0; c < 2; c++) {
-                int64_t arow, crow;
-                int slot;
-                const int r = j * 8 + (lane & 3) * 2 + c;
-                sa_off[j][c] = tile_row<Cfg>(a, t, r, &arow, &crow, &slot) ? arow * a.a_scale_ld : -1;
-            }
+            for (int j = 0; j < NT; j++)
+                sw[j] = sc[Cfg::BM + j];
+        } else {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            int n;
-            sw_off[h] = weight_row<Cfg>(a, nb, warp * 16 + (lane >> 2) + h * 8, &n)
-                            ? (t.expert * nblocks + n / 128) * kblocks
-                            : -1;
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++)
+                    sa[j][c] = sc[j * 8 + (lane & 3) * 2 + c];
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                sw[h] = sc[Cfg::BM + warp * 2 + h];
         }
-        load(a, 0);
     }
 
-    __device__ __forceinline__ void load(const mt_gemm_args &a, int kb)
+    template <class Acc> __device__ __forceinline__ void fold(Acc (&acc)[1][NT][4], float (&facc)[1][NT][4]) const
     {
-        next = kb < kblocks ? kb : -1;
-        if (next < 0)
-            return;
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++)
-                sa[j][c] = sa_off[j][c] >= 0 ? a.a_scale[sa_off[j][c] + kb] : 0.f;
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            sw[h] = sw_off[h] >= 0 ? a.b_scale[sw_off[h] + kb] : 0.f;
-    }
-
-    template <class Acc>
-    __device__ __forceinline__ void fold(const mt_gemm_args &a, int kb, Acc (&acc)[1][NT][4],
-                                         float (&facc)[1][NT][4])
-    {
-        if (next != kb)
-            load(a, kb);
 #pragma unroll
         for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                facc[0][j][q] += (float)acc[0][j][q] * (sa[j][q & 1] * sw[q >> 1]);
+                float s;
+                if constexpr (Cfg::SWAP)
+                    s = sa[j][q & 1] * sw[q >> 1];
+                else
+                    s = sa[0][q >> 1] * sw[j];
+                facc[0][j][q] += (float)acc[0][j][q] * s;
                 acc[0][j][q] = 0;
             }
-        load(a, kb + 1);
     }
 };
 
-template <class Cfg>
-using sm90_scales = typename pick<Cfg::SWAP, swap_scales<Cfg>, block_scales<Cfg>>::type;
-
 /* This computing warp's fragments into the fp32 tile sC (token rows, LDC
  * apart), scaled as stage_fragments (gemm_tile.cuh) scales them; with SWAP
- * the fragments are the tile transposed (swap_scales' mapping). */
+ * the fragments are the tile transposed (sm90_scales' mapping). */
 template <class Cfg, class Acc, class FAcc>
 __device__ __forceinline__ void stage_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp,
                                            int lane, const Acc &acc, const FAcc &facc, float *sC)
@@ -408,20 +452,22 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
-        ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, kt, &full[stage]);
+        ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, S::stage_scales(sB, stage), kt,
+                &full[stage]);
         mbar_arrive_cp_async(&full[stage]);
     }
 }
 
 /* A computing warpgroup's MMAs over one output tile's K tiles kt0 ..
  * kt_end - 1 ("ws", "persist"; `it` and the range as in copy_tile). A stage goes back to the copiers once
- * its MMAs are done: at once in the block modes, which wait for them to
- * fold the sums, else one K tile later (one MMA group stays in flight),
+ * its MMAs are done: in the block modes, which wait for them to fold the
+ * sums, once the fold took the stage's scales, else one K tile later (one
+ * MMA group stays in flight),
  * the last one after the final wait. give_back(stage) hands it back: an
  * arrival on the stage's `empty` (compute_tile), and for a CTA pair on the
  * peer's too (grouped_gemm_sm90_chunked.cuh). */
 template <class Cfg, class AccT, class FAccT, class Scales, class GiveBack>
-__device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc, FAccT &facc, Scales &bs,
+__device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &bs,
                                                 const unsigned char *sA, const unsigned char *sB,
                                                 uint64_t *full, const GiveBack &give_back, int wg,
                                                 int kt_end, int it, int kt0 = 0)
@@ -434,8 +480,9 @@ __device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc
         mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
         if constexpr (S::BLOCK) {
             wgmma_wait<0>();
+            bs.take(S::stage_scales(sB, stage));
             give_back(stage);
-            bs.fold(a, kt, acc, facc);
+            bs.fold(acc, facc);
         } else {
             wgmma_wait<1>();
             if (kt > kt0)
@@ -448,12 +495,11 @@ __device__ __forceinline__ void compute_tile_by(const mt_gemm_args &a, AccT &acc
             give_back((it - 1) % Cfg::STAGES);
 }
 template <class Cfg, class AccT, class FAccT, class Scales>
-__device__ __forceinline__ void compute_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc,
-                                             Scales &bs, const unsigned char *sA,
+__device__ __forceinline__ void compute_tile(AccT &acc, FAccT &facc, Scales &bs, const unsigned char *sA,
                                              const unsigned char *sB, uint64_t *full, uint64_t *empty,
                                              int wg, int kt_end, int it, int kt0 = 0)
 {
-    compute_tile_by<Cfg>(a, acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
+    compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
                          kt_end, it, kt0);
 }
 
@@ -540,12 +586,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
         __syncthreads();
         sm90_scales<Cfg> bs;
-        if constexpr (S::BLOCK)
-            bs.init(a, t, nb, warp, 0, lane);
+        bs.init(warp, lane);
 #pragma unroll
         for (int s = 0; s < Cfg::STAGES - 2; s++) {
             if (s < k_tiles)
-                ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, s);
+                ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s);
             cp_async_commit();
         }
         for (int kt = 0; kt < k_tiles; kt++) {
@@ -555,13 +600,15 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             const int stage = kt % Cfg::STAGES;
             mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
             const int nk = kt + Cfg::STAGES - 2;
+            const int ns = nk % Cfg::STAGES;
             if (nk < k_tiles)
-                ld.load(a, sA + (nk % Cfg::STAGES) * S::A_STAGE, sB + (nk % Cfg::STAGES) * S::B_STAGE, nk);
+                ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk);
             cp_async_commit();
             if constexpr (S::BLOCK) {
                 /* BK is the whole 128-wide scale block: fold every tile. */
                 wgmma_wait<0>();
-                bs.fold(a, kt, acc, facc);
+                bs.take(S::stage_scales(sB, stage));
+                bs.fold(acc, facc);
             } else {
                 wgmma_wait<1>();
             }
@@ -572,7 +619,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         store_tile<Cfg>(a, t, nb, warp, 0, acc, facc, smem, rows_of(0));
     } else if constexpr (!S::PERSIST) {
         /* Split-K: CTA blockIdx.x sums slice blockIdx.x % SK of the K
-         * tiles of tile blockIdx.x / SK (grouped_gemm.cuh's split). */
+         * tiles of tile blockIdx.x / SK (split_slice, gemm_tile.cuh). */
         constexpr int SK = split_of<Cfg>::value;
         const int tile = blockIdx.x / SK, split = blockIdx.x % SK;
         tile_rows t;
@@ -601,9 +648,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 regs_grow<216>();
             clear();
             sm90_scales<Cfg> bs;
-            if constexpr (S::BLOCK)
-                bs.init(a, t, nb, warp, 0, lane);
-            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+            bs.init(warp, lane);
+            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
              * (Every copy has landed: each stage's full barrier was waited
@@ -676,9 +722,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 const int set = n & 1;
                 clear();
                 sm90_scales<Cfg> bs;
-                if constexpr (S::BLOCK)
-                    bs.init(a, t, nb, warp, 0, lane);
-                compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                bs.init(warp, lane);
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
                 it += k_tiles;
                 mbar_wait(&rows_filled[set], (n >> 1) & 1);
                 /* Every computing thread has written the last tile out: the

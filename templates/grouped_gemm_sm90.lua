@@ -59,6 +59,11 @@ local function shape(p)
   s.threads = s.mma_m * 2 * s.groups + (p.PIPE ~= "sync" and 128 or 0)
   s.row_bytes = p.BLOCK_K * (eight_bit(p.quant) and 1 or 2)
   local pipeline = p.STAGES * (p.BLOCK_M + p.BLOCK_N) * s.row_bytes
+  -- Block modes: each stage also carries its K block's scales, a float per
+  -- token row and per 8 tile columns, in 16-byte units (sm90_shape).
+  if block_scaled(p.quant) then
+    pipeline = pipeline + p.STAGES * ((p.BLOCK_M + p.BLOCK_N // 8) * 4 + 15) // 16 * 16
+  end
   -- The fp32 epilogue tile: the whole tile, or EPI_COLS columns of it at a
   -- time (a buffer of 64 rows per computing warpgroup); rows 8 floats past
   -- the width (epi_pitch, gemm_tile.cuh).

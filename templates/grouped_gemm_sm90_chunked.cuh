@@ -229,7 +229,7 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
                                      t.expert);
             }
         }
-        ld.load(a, sA + stage * S::A_STAGE, b, kt, &full[stage]);
+        ld.load(a, sA + stage * S::A_STAGE, b, S::stage_scales(sB, stage), kt, &full[stage]);
         mbar_arrive_cp_async(&full[stage]);
     }
 }
@@ -238,7 +238,7 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
  * back to both CTAs' copiers (file comment), every thread of the warp on
  * this CTA's `empty`, the first lane for all 32 on the peer's. */
 template <class Cfg, class AccT, class FAccT, class Scales>
-__device__ __forceinline__ void compute_pair_tile(const mt_gemm_args &a, AccT &acc, FAccT &facc, Scales &bs,
+__device__ __forceinline__ void compute_pair_tile(AccT &acc, FAccT &facc, Scales &bs,
                                                   const unsigned char *sA, const unsigned char *sB,
                                                   uint64_t *full, uint64_t *empty, int wg, int rank, int lane,
                                                   int k_tiles, int it)
@@ -249,7 +249,7 @@ __device__ __forceinline__ void compute_pair_tile(const mt_gemm_args &a, AccT &a
         if (lane == 0)
             mbar_arrive_peer(&empty[stage], rank ^ 1, 32);
     };
-    compute_tile_by<Cfg>(a, acc, facc, bs, sA, sB, full, give_back, wg, k_tiles, it);
+    compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, give_back, wg, k_tiles, it);
 }
 
 template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
@@ -364,12 +364,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
                     facc[0][j][q] = 0.f;
             }
         sm90_scales<Cfg> bs;
-        if constexpr (S::BLOCK)
-            bs.init(a, t, nb, warp, 0, lane);
+        bs.init(warp, lane);
         if constexpr (CL == 1)
-            compute_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
         else
-            compute_pair_tile<Cfg>(a, acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+            compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);
         if (has_rows)

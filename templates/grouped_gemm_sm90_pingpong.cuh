@@ -138,7 +138,8 @@ __device__ __forceinline__ void pingpong_copier(const mt_gemm_args &a, const pin
             const int stage = it % Cfg::STAGES;
             if (it >= Cfg::STAGES)
                 mbar_wait(&sm.empty[stage], (it / Cfg::STAGES - 1) & 1);
-            ld.load(a, sm.sA + stage * Sh::A_STAGE, sm.sB + stage * Sh::B_STAGE, kt, &sm.full[stage]);
+            ld.load(a, sm.sA + stage * Sh::A_STAGE, sm.sB + stage * Sh::B_STAGE, Sh::stage_scales(sm.sB, stage),
+                    kt, &sm.full[stage]);
             mbar_arrive_cp_async(&sm.full[stage]);
         }
         mbar_arrive(&sm.copy_turn[1 - H]);
@@ -185,13 +186,12 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
                     facc[0][j][q] = 0.f;
             }
         sm90_scales<Cfg> bs;
-        if constexpr (S::BLOCK)
-            bs.init(a, t, nb, warp, 0, lane);
+        bs.init(warp, lane);
         /* The groups' main loops take turns: this one starts once the other
          * group's went through the tile before. */
         if (n > 0)
             mbar_wait(&sm.turn[G], ((n - 1) / 2) & 1);
-        compute_tile<Cfg>(a, acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
         mbar_arrive(&sm.turn[1 - G]);
         /* This group has written its last tile out: its fp32 tile is free. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
