@@ -25,7 +25,16 @@ if [ -n "${MT_STAGE_BASE:-}" ]; then
   mkdir -p .gpu/base
   git archive "$MT_STAGE_BASE" templates | tar -x -C .gpu/base
 fi
-strip --strip-unneeded .gpu/bin/* 2>/dev/null || true
+# For the abbin step of scripts/gpu-steps.sh: the CLI of another commit,
+# built in a worktree of its own (build-old/), as .gpu/bin-old/moetune.
+if [ -n "${MT_STAGE_OLD:-}" ]; then
+  rm -rf build-old && git worktree add -f --detach build-old "$MT_STAGE_OLD" >/dev/null
+  cmake -S build-old -B build-old/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-old/build -j "$(nproc)" --target moetune_cli
+  mkdir -p .gpu/bin-old && cp build-old/build/moetune .gpu/bin-old/
+  git worktree remove --force build-old
+fi
+strip --strip-unneeded .gpu/bin/* .gpu/bin-old/* 2>/dev/null || true
 # --- expert parallelism (issue 11): NCCL for gpu_ep / bench_ep ---
 # moetune dlopens libnccl.so.2 (common/nccl_loader.c): first from the
 # binaries' $ORIGIN rpath, then /usr/local/cuda/lib64 (the toolkit's copy on

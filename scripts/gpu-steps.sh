@@ -22,7 +22,8 @@
 #            at M = 8, 64, 256, 2048, alternating per problem, the peer's
 #            experts hit (as the tables; before session 25, the usual seeds).
 #   abbin    the shipped database's tuned pipelines run by another build,
-#            .gpu/bin-old/moetune (a runtime change: launches, workspace),
+#            .gpu/bin-old/moetune (gpu-prepare.sh with MT_STAGE_OLD=COMMIT;
+#            for a runtime change: launches, workspace),
 #            against this one's, alternating per problem, at MT_AB_M (default
 #            1,8,32,64,256,1024,4096), the peer's experts hit. The ab steps
 #            take MT_BENCH_PROBLEMS (default all five).
