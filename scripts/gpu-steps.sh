@@ -84,8 +84,8 @@ step_runtime() {
 
 # The tuned pipelines of two sides, "old" then "new" per problem (those of
 # MT_BENCH_PROBLEMS, default all five): $1 the step's name (log prefix), $2
-# the M list, then per side its environment (NAME=VALUE, or - for none),
-# binary and database.
+# the M list, then per side its environment (NAME=VALUE, or empty), binary
+# and database.
 ab_sides() {
   local step=$1 mlist=$2 spec name shape side env bin db hits rc=0
   for spec in "${problems[@]}"; do
@@ -94,10 +94,9 @@ ab_sides() {
     for side in old new; do
       if [ $side = old ]; then env=$3 bin=$4 db=$5; else env=$6 bin=$7 db=$8; fi
       [ -x "$bin" ] && [ -f "$db" ] || { echo "== $step: no $bin or $db"; return 1; }
-      [ "$env" != - ] || env=MT_AB_SIDE=$side
       hits=$(peer_hits "$name" "$mlist")
       # shellcheck disable=SC2086 # option lists
-      env "$env" timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
+      env ${env:+"$env"} timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
         --db "$db" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-$name-$side.json" \
         >"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
     done
@@ -106,15 +105,15 @@ ab_sides() {
   return $rc
 }
 
-step_abdb() { ab_sides abdb 8,64,256,2048 - .gpu/bin/moetune .gpu/old.db - .gpu/bin/moetune "$shipped"; }
+step_abdb() { ab_sides abdb 8,64,256,2048 "" .gpu/bin/moetune .gpu/old.db "" .gpu/bin/moetune "$shipped"; }
 
 step_abbin() {
-  ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" - .gpu/bin-old/moetune "$shipped" - .gpu/bin/moetune "$shipped"
+  ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" "" .gpu/bin-old/moetune "$shipped" "" .gpu/bin/moetune "$shipped"
 }
 
 step_abearly() {
   local db=${MT_AB_DB:-$shipped}
-  ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" - .gpu/bin/moetune "$db"
+  ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" "" .gpu/bin/moetune "$db"
 }
 
 step_sanitize() { scripts/gpu-sanitize.sh; }

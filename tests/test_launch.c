@@ -38,6 +38,7 @@ static struct {
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
     int step_dependent[MT_STEP_ALL]; /* its last launch: programmatic (cuLaunchKernelEx) */
+    int dependent;           /* the launch being recorded is (fake_launch_ex) */
     mt_act_args act;         /* the arguments of the last act_and_mul launch */
     mt_reduce_args reduce;   /* ... and of the last reduce launch */
     int memsets;
@@ -60,6 +61,7 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
             if (fake.launches < 16)
                 fake.launched[fake.launches] = (mt_step)st;
             fake.step_grid[st] = gx;
+            fake.step_dependent[st] = fake.dependent;
             if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
             if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
@@ -73,18 +75,17 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     return CUDA_SUCCESS;
 }
 
-/* A dependent launch: recorded as a plain one, then marked so. */
+/* A launch through cuLaunchKernelEx: recorded as a plain one, marked
+ * dependent if its attributes allow programmatic serialization. */
 static CUresult fake_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
 {
-    int dependent = 0;
+    fake.dependent = 0;
     for (unsigned i = 0; i < cfg->numAttrs; i++)
-        dependent |= cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
-                     cfg->attrs[i].value.programmaticStreamSerializationAllowed;
+        fake.dependent |= cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+                          cfg->attrs[i].value.programmaticStreamSerializationAllowed;
     const CUresult r = fake_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
                                    cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params, extra);
-    for (int st = 0; st < MT_STEP_ALL; st++)
-        if (fake.plan->step[st].fn == f)
-            fake.step_dependent[st] = dependent;
+    fake.dependent = 0;
     return r;
 }
 
