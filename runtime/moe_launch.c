@@ -519,12 +519,16 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * as a programmatic dependent launch: it may start under the tail of the
  * launch ahead of it and waits inside for that one's results. The first
  * launch of a call is an ordinary one, so a call starts after everything
- * queued before it. MOETUNE_PDL=0 in the environment turns this off;
- * MOETUNE_TRACE=1 prints every GEMM launch's arguments on stderr (to place
- * an address a sanitizer reports). Both are read once per call. */
+ * queued before it. MOETUNE_PDL=0 in the environment turns this off, and
+ * MOETUNE_PDL=late keeps the launches but has every GEMM wait for the step
+ * ahead before it reads anything (no early weight loads, gemm_early: for
+ * timing what those bring); MOETUNE_TRACE=1 prints every GEMM launch's
+ * arguments on stderr (to place an address a sanitizer reports). Both are
+ * read once per call. */
 typedef struct launch_seq {
     CUstream stream;
     int pdl;        /* the driver has cuLaunchKernelEx and it is not turned off */
+    int early;      /* GEMMs may read the routing and weights before they wait */
     int trace;      /* MOETUNE_TRACE=1 */
     int count;      /* kernels launched so far */
     mt_step last;   /* the step of the last one */
@@ -535,6 +539,7 @@ static launch_seq launch_seq_start(CUstream stream)
     const char *env = getenv("MOETUNE_PDL"), *trace = getenv("MOETUNE_TRACE");
     launch_seq q = {.stream = stream, .pdl = mt_cu.cuLaunchKernelEx != NULL &&
                                              !(env && !strcmp(env, "0")),
+                    .early = !(env && !strcmp(env, "late")),
                     .trace = trace && !strcmp(trace, "1"), .last = MT_STEP_ALL};
     return q;
 }
@@ -543,7 +548,9 @@ static launch_seq launch_seq_start(CUstream stream)
  * ordinary way: started under the step ahead, its few CTAs land on the SMs
  * that step frees first, bunched, and the whole GEMM runs slower (H200,
  * Mixtral at M = 1: GEMM2's 128 CTAs, the pipeline 232 -> 279 us;
- * docs/PERFORMANCE.md, session 4). */
+ * docs/PERFORMANCE.md, session 4). A persistent GEMM whose grid is all the
+ * CTAs the GPU holds at once (mt_kernel.max_ctas) has no such SMs to bunch
+ * on: it is dependent too. */
 #define PDL_MIN_GEMM_CTAS 1024
 
 /* Would a launch of k with `grid` CTAs now be a dependent one? */
@@ -551,7 +558,8 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
                                unsigned grid)
 {
     const int gemm = step == MT_STEP_GEMM1 || step == MT_STEP_GEMM2;
-    return q->pdl && q->count > 0 && k->pdl && (!gemm || grid >= PDL_MIN_GEMM_CTAS);
+    const int fills_gpu = k->max_ctas > 0 && grid == (unsigned)k->max_ctas;
+    return q->pdl && q->count > 0 && k->pdl && (!gemm || grid >= PDL_MIN_GEMM_CTAS || fills_gpu);
 }
 
 /* A GEMM launched now may read the routing before it waits only when the
@@ -559,7 +567,7 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
  * ahead of that one has finished when this one starts. */
 static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)
 {
-    return launch_is_dependent(q, step, k, grid) && q->last != MT_STEP_ALIGN;
+    return q->early && launch_is_dependent(q, step, k, grid) && q->last != MT_STEP_ALIGN;
 }
 
 static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,

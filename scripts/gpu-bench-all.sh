@@ -124,7 +124,7 @@ if [ "$phase" != tune-only ]; then
     start=$(date +%s)
     hits=()
     if [ "${MT_BENCH_MATCH_HITS:-1}" = 1 ]; then
-      list=$(awk -F, -v p="$name" '$1 == p { printf "%s%s:%s", sep, $2, $3; sep = "," }' bench/peer-h200.csv)
+      list=$(peer_hits "$name")
       [ -z "$list" ] || hits=(--experts-hit "$list")
     fi
     # shellcheck disable=SC2086 # $shape is a list of options

@@ -20,6 +20,13 @@
 #   runtime  gpu_runtime on the shipped database (MT_SHIPPED_DB).
 #   abdb     the tuned pipelines of .gpu/old.db against the shipped database
 #            at M = 8, 64, 256, 2048, alternating per problem.
+#   abbin    the shipped database's tuned pipelines run by another build,
+#            .gpu/bin-old/moetune (a runtime change: launches, workspace),
+#            against this one's, alternating per problem, at MT_AB_M (default
+#            1,8,32,64,256,1024,4096), the peer's experts hit.
+#   abearly  likewise, MT_AB_DB's (default the shipped database) under
+#            MOETUNE_PDL=late (no GEMM reads weights before its wait)
+#            against the default launches.
 #   sanitize gpu-sanitize.sh (its MT_SANITIZE_* settings).
 #   profile  gpu-profile.sh (its MT_PROFILE* settings), reports in the step logs.
 #   explore  `moetune tune` runs into databases of their own, for search
@@ -72,22 +79,39 @@ step_runtime() {
   return $r
 }
 
-step_abdb() {
-  [ -f .gpu/old.db ] || { echo "== abdb: no .gpu/old.db"; return 1; }
-  local spec name shape side db rc=0
+# The tuned pipelines of two sides, "old" then "new" per problem (those of
+# MT_BENCH_PROBLEMS, default all five): $1 the step's name (log prefix), $2
+# the M list, then per side its environment (NAME=VALUE, or - for none),
+# binary and database.
+ab_sides() {
+  local step=$1 mlist=$2 spec name shape side env bin db hits rc=0
   for spec in "${problems[@]}"; do
     IFS='|' read -r name shape <<<"$spec"
+    [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
     for side in old new; do
-      db=$shipped
-      [ $side = old ] && db=.gpu/old.db
-      # shellcheck disable=SC2086 # option list
-      timeout 120 .gpu/bin/moetune bench $shape --M 8,64,256,2048 --reps 10 --max-candidates 1 \
-        --pipeline-only --db "$db" --json "$out/steps/abdb-$name-$side.json" \
-        >"$out/steps/abdb-$name-$side.log" 2>&1 || rc=1
+      if [ $side = old ]; then env=$3 bin=$4 db=$5; else env=$6 bin=$7 db=$8; fi
+      [ -x "$bin" ] && [ -f "$db" ] || { echo "== $step: no $bin or $db"; return 1; }
+      [ "$env" != - ] || env=MT_AB_SIDE=$side
+      hits=$(peer_hits "$name" "$mlist")
+      # shellcheck disable=SC2086 # option lists
+      env "$env" timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
+        --db "$db" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-$name-$side.json" \
+        >"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
     done
-    echo "== abdb $name done"
+    echo "== $step $name done"
   done
   return $rc
+}
+
+step_abdb() { ab_sides abdb 8,64,256,2048 - .gpu/bin/moetune .gpu/old.db - .gpu/bin/moetune "$shipped"; }
+
+step_abbin() {
+  ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" - .gpu/bin-old/moetune "$shipped" - .gpu/bin/moetune "$shipped"
+}
+
+step_abearly() {
+  local db=${MT_AB_DB:-$shipped}
+  ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" - .gpu/bin/moetune "$db"
 }
 
 step_sanitize() { scripts/gpu-sanitize.sh; }

@@ -37,6 +37,7 @@ static struct {
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
+    int step_dependent[MT_STEP_ALL]; /* its last launch: programmatic (cuLaunchKernelEx) */
     mt_act_args act;         /* the arguments of the last act_and_mul launch */
     mt_reduce_args reduce;   /* ... and of the last reduce launch */
     int memsets;
@@ -70,6 +71,21 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
         }
     fake.launches++;
     return CUDA_SUCCESS;
+}
+
+/* A dependent launch: recorded as a plain one, then marked so. */
+static CUresult fake_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+{
+    int dependent = 0;
+    for (unsigned i = 0; i < cfg->numAttrs; i++)
+        dependent |= cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+                     cfg->attrs[i].value.programmaticStreamSerializationAllowed;
+    const CUresult r = fake_launch(f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ, cfg->blockDimX,
+                                   cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params, extra);
+    for (int st = 0; st < MT_STEP_ALL; st++)
+        if (fake.plan->step[st].fn == f)
+            fake.step_dependent[st] = dependent;
+    return r;
 }
 
 static CUresult fake_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
@@ -420,6 +436,47 @@ static void test_pair_weight_maps(void **state)
     }
 }
 
+/* Programmatic dependent launches: every launch but the first, except a
+ * GEMM of fewer CTAs than 1024 (its CTAs would bunch on the SMs the step
+ * ahead frees first); a persistent GEMM whose grid is all the CTAs the GPU
+ * holds at once is dependent whatever that count. */
+static void test_dependent_launches(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m16_n64_k64_g1_s8_ppersist"
+                                  "_fwait_btma_swyes",
+                          *const g2 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s8_pws"
+                                      "_fwait_btma_swyes";
+    /* M 4096: 8192 slots, GEMM1 fills the 132 CTAs; M 2: 4 slots, at most
+     * 4 row blocks of 12 tiles (32 of the 384 columns a tile). */
+    const struct { int M; int dep1; } cases[] = {{4096, 1}, {2, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_problem p;
+        mt_problem_init(&p, cases[i].M, 8, 2, 512, 384);
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, g1);
+        set_gemm(&plan, MT_STEP_GEMM2, g2);
+        for (int s = 0; s < MT_STEP_ALL; s++)
+            plan.step[s].pdl = 1;   /* as mt_kernel_load finds the mark */
+        plan.step[MT_STEP_GEMM1].max_ctas = 132;
+        fake_driver(1);
+        mt_cu.cuLaunchKernelEx = fake_launch_ex;
+        memset(fake.step_dependent, 0, sizeof fake.step_dependent);
+        mt_moe_tensors t = fake_tensors();
+        char msg[512] = "";
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.step_grid[MT_STEP_GEMM1] == 132, cases[i].dep1);
+        /* The first launch (one align launch at M 2; at M 4096 its second
+         * phase is dependent). */
+        assert_int_equal(fake.step_dependent[MT_STEP_ALIGN], cases[i].M == 4096);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], cases[i].dep1);
+        /* GEMM2 "ws": a CTA per tile, fewer than 1024 at M 2, more at M 4096. */
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], fake.step_grid[MT_STEP_GEMM2] >= 1024);
+        assert_int_equal(fake.step_dependent[MT_STEP_REDUCE], 1);
+    }
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -732,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_no_encoder),
         cmocka_unit_test(test_no_map_for_other_kernels),
         cmocka_unit_test(test_pair_weight_maps),
+        cmocka_unit_test(test_dependent_launches),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
