@@ -265,11 +265,22 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         }
     }
 
+    /* BLOAD=tma: K tile kt's weight tile of column block nb of `expert`
+     * into sB, completing on `full` (which expects its bytes). */
+    static __device__ __forceinline__ void tma_weights(const mt_gemm_args &a, unsigned char *sB, int kt, int nb,
+                                                       int expert, uint64_t *full)
+    {
+#pragma unroll
+        for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
+            tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, kt * Cfg::BK, nb * BOX_ROWS, part, expert);
+    }
+
     /* K is a multiple of the chunk width (a plan checks it): a chunk is
      * wholly inside or outside [0, K). Missing rows and K past the end are
-     * zero-filled. */
+     * zero-filled. b_issued: the weight tile was requested already
+     * (load_weights_early). */
     __device__ __forceinline__ void load(const mt_gemm_args &a, unsigned char *sA, unsigned char *sB,
-                                         float *sS, int kt, uint64_t *full = nullptr) const
+                                         float *sS, int kt, uint64_t *full = nullptr, bool b_issued = false) const
     {
         const int k0 = kt * Cfg::BK;
 #pragma unroll
@@ -282,15 +293,14 @@ template <class Cfg, int LOADERS> struct sm90_loader {
          * that does not yet expect the bytes of all of them. */
         if constexpr (A_TMA || TMA) {
             if (lead) {
-                mbar_expect_bytes(full, (A_TMA ? S::A_STAGE : 0) + (TMA ? S::B_STAGE : 0));
+                const int bytes = (A_TMA ? S::A_STAGE : 0) + (TMA && !b_issued ? S::B_STAGE : 0);
+                if (bytes)
+                    mbar_expect_bytes(full, bytes);
                 if constexpr (A_TMA)
                     tma_load_2d(sA, a.a_map, full, k0, a_row0);
-                if constexpr (TMA) {
-#pragma unroll
-                    for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
-                        tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, k0, nb * BOX_ROWS, part,
-                                    expert);
-                }
+                if constexpr (TMA)
+                    if (!b_issued)
+                        tma_weights(a, sB, kt, nb, expert, full);
             }
         }
         const bool k_ok = k0 + cc * S::EPC < a.K;
@@ -434,12 +444,14 @@ __device__ __forceinline__ void stage_tile(const mt_gemm_args &a, const tile_row
  * then its K tiles kt0 .. kt_end - 1 (a split-K slice, or all of K) into
  * the ring of STAGES buffers, each once the computing threads gave it back.
  * `it` counts the K tiles of the CTA's earlier output tiles: ring position
- * and barrier phases run on across tiles. */
+ * and barrier phases run on across tiles. The weight tiles of the CTA's
+ * first b_early K tiles (it < b_early) were requested before the wait
+ * (load_weights_early). */
 template <class Cfg>
 __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int tid,
                                           int64_t *arow_table, out_rows rows, uint64_t *rows_filled,
                                           unsigned char *sA, unsigned char *sB, uint64_t *full,
-                                          uint64_t *empty, int kt_end, int it, int kt0 = 0)
+                                          uint64_t *empty, int kt_end, int it, int kt0 = 0, int b_early = 0)
 {
     using S = sm90_shape<Cfg>;
     sm90_loader<Cfg, 128> ld;
@@ -453,7 +465,7 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
         ld.load(a, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, S::stage_scales(sB, stage), kt,
-                &full[stage]);
+                &full[stage], it < b_early);
         mbar_arrive_cp_async(&full[stage]);
     }
 }
@@ -501,6 +513,27 @@ __device__ __forceinline__ void compute_tile(AccT &acc, FAccT &facc, Scales &bs,
 {
     compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
                          kt_end, it, kt0);
+}
+
+/* Under a.pdl_early the routing was final before the step ahead of this
+ * one started (mt_device.cuh), and the weights are written by no step: the
+ * lead copier ("ws", "persist" with TMA weight loads) requests the weight
+ * tiles of the first STAGES K tiles kt0 .. of its first tile t before the
+ * wait, so that they stream in under the tail of the step ahead; each
+ * stage's A rows (and the block modes' scales) come after the wait, with
+ * the rest of the stage (copy_tile's b_early). Returns how many it
+ * requested. */
+template <class Cfg>
+__device__ __forceinline__ int load_weights_early(const mt_gemm_args &a, const tile_rows &t, int nb,
+                                                  unsigned char *sB, uint64_t *full, int kt0, int kt1)
+{
+    using S = sm90_shape<Cfg>;
+    const int n = min(Cfg::STAGES, kt1 - kt0);
+    for (int s = 0; s < n; s++) {
+        mbar_expect_bytes(&full[s], S::B_STAGE);
+        sm90_loader<Cfg, 128>::tma_weights(a, sB + s * S::B_STAGE, kt0 + s, nb, t.expert, &full[s]);
+    }
+    return n;
 }
 
 /* PIPE 0 ("sync"): every thread copies and computes; a CTA barrier per
@@ -555,7 +588,12 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     };
 
     const int tid = threadIdx.x, lane = tid & 31;
-    sm90_enter<Cfg>();   /* large-M kernel: nothing worth doing before the inputs */
+    /* The copying pipelines with TMA weight loads may request their first
+     * weight tiles before the wait (load_weights_early); the rest have
+     * nothing worth doing before their inputs. */
+    const bool early = Cfg::PIPE != 0 && Cfg::BLOAD == 1 && a.pdl_early != 0;
+    if (!early)
+        sm90_enter<Cfg>();
 
     /* Computing threads: every thread in "sync", else every warpgroup but
      * the first. */
@@ -638,10 +676,17 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             mbar_init_fence();
         }
         __syncthreads();
+        int b_early = 0;
+        if (early) {
+            if (tid == 0)
+                b_early = load_weights_early<Cfg>(a, t, nb, sB, full, kt0, kt1);
+            sm90_enter<Cfg>();
+        }
         if (tid < 128) {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_shrink<72>();
-            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, kt1, 0, kt0);
+            copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(0), nullptr, sA, sB, full, empty, kt1, 0, kt0,
+                           b_early);
             cp_async_wait<0>();
         } else {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
@@ -690,6 +735,18 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             mbar_init_fence();
         }
         __syncthreads();
+        int b_early = 0;
+        if (early) {
+            if (tid == 0) {
+                tile_rows t;
+                int nb, tile = blockIdx.x;
+                while (tile < ntiles && !tile_of<Cfg>(a, tile, &t, &nb))
+                    tile += gridDim.x;
+                if (tile < ntiles)
+                    b_early = load_weights_early<Cfg>(a, t, nb, sB, full, 0, k_tiles);
+            }
+            sm90_enter<Cfg>();
+        }
         int it = 0, n = 0;   /* K tiles and output tiles this CTA has done */
         if (tid < 128) {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
@@ -706,7 +763,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                  * table may change. */
                 asm volatile("bar.sync 1, 128;\n" ::: "memory");
                 copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full,
-                               empty, k_tiles, it);
+                               empty, k_tiles, it, 0, b_early);
                 it += k_tiles;
                 n++;
             }
