@@ -136,6 +136,8 @@ mt_status mt_db_pipeline_format(const mt_db_pipeline *p, char *out, size_t size)
     mt_buf_printf(&b, "backend=%s;arch=%s", p->backend, p->arch);
     for (int i = 0; i < p->nsteps && i < MT_DB_MAX_STEPS; i++)
         mt_buf_printf(&b, ";%s=%s", p->steps[i].role, p->steps[i].kernel);
+    if (p->launch_late)
+        mt_buf_printf(&b, ";launch=late");
     mt_status st = b.oom ? MT_ERR_NO_MEMORY : b.len >= size ? MT_ERR_INVALID_ARG : MT_OK;
     if (!st)
         memcpy(out, b.data, b.len + 1);
@@ -152,7 +154,7 @@ mt_status mt_db_pipeline_parse(const char *text, mt_db_pipeline *out, char *msg,
     if (!copy)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
     mt_status st = MT_OK;
-    int last_role = -1;
+    int last_role = -1, launch_seen = 0;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ";", &save); tok && !st; tok = strtok_r(NULL, ";", &save)) {
         char *eq = strchr(tok, '=');
@@ -173,6 +175,12 @@ mt_status mt_db_pipeline_parse(const char *text, mt_db_pipeline *out, char *msg,
                 st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "bad pipeline arch '%s'", v);
             else
                 mt_strlcpy(out->arch, v, sizeof out->arch);
+        } else if (strcmp(tok, "launch") == 0) {
+            if (launch_seen++ || (strcmp(v, "early") && strcmp(v, "late")))
+                st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                             "bad pipeline launch '%s' (once, early or late)", v);
+            else
+                out->launch_late = !strcmp(v, "late");
         } else if ((r = index_of(roles, MT_ARRAY_LEN(roles), tok)) >= 0) {
             if (r <= last_role || out->nsteps >= MT_DB_MAX_STEPS ||
                 strlen(v) >= sizeof out->steps[0].kernel)

@@ -519,12 +519,13 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * as a programmatic dependent launch: it may start under the tail of the
  * launch ahead of it and waits inside for that one's results. The first
  * launch of a call is an ordinary one, so a call starts after everything
- * queued before it. MOETUNE_PDL=0 in the environment turns this off, and
- * MOETUNE_PDL=late keeps the launches but has every GEMM wait for the step
- * ahead before it reads anything (no early weight loads, gemm_early: for
- * timing what those bring); MOETUNE_TRACE=1 prints every GEMM launch's
- * arguments on stderr (to place an address a sanitizer reports). Both are
- * read once per call. */
+ * queued before it. A plan whose pipeline says launch=late keeps the
+ * launches but has every GEMM wait for the step ahead before it reads
+ * anything (no early weight loads, gemm_early); MOETUNE_PDL=late in the
+ * environment does that for every plan (to time what the early loads
+ * bring), MOETUNE_PDL=0 turns dependent launches off. MOETUNE_TRACE=1
+ * prints every GEMM launch's arguments on stderr (to place an address a
+ * sanitizer reports). Both are read once per call. */
 typedef struct launch_seq {
     CUstream stream;
     int pdl;        /* the driver has cuLaunchKernelEx and it is not turned off */
@@ -534,12 +535,12 @@ typedef struct launch_seq {
     mt_step last;   /* the step of the last one */
 } launch_seq;
 
-static launch_seq launch_seq_start(CUstream stream)
+static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
 {
     const char *env = getenv("MOETUNE_PDL"), *trace = getenv("MOETUNE_TRACE");
     launch_seq q = {.stream = stream, .pdl = mt_cu.cuLaunchKernelEx != NULL &&
                                              !(env && !strcmp(env, "0")),
-                    .early = !(env && !strcmp(env, "late")),
+                    .early = !plan->launch_late && !(env && !strcmp(env, "late")),
                     .trace = trace && !strcmp(trace, "1"), .last = MT_STEP_ALL};
     return q;
 }
@@ -548,27 +549,36 @@ static launch_seq launch_seq_start(CUstream stream)
  * ordinary way: started under the step ahead, its few CTAs land on the SMs
  * that step frees first, bunched, and the whole GEMM runs slower (H200,
  * Mixtral at M = 1: GEMM2's 128 CTAs, the pipeline 232 -> 279 us;
- * docs/PERFORMANCE.md, session 4). A persistent GEMM whose grid is all the
- * CTAs the GPU holds at once launches the ordinary way too: launched
- * dependent it was no faster (H200, the tuned pipelines of the five peer
- * problems at 7 M from 1 to 4096: 1.001x the time, DeepSeek-V2-Lite M = 32
- * 1.07x; docs/PERFORMANCE.md, session 25). */
+ * docs/PERFORMANCE.md, session 4). */
 #define PDL_MIN_GEMM_CTAS 1024
 
-/* Would a launch of k with `grid` CTAs now be a dependent one? */
+/* May a GEMM launched now read before its wait? Only when the plan allows
+ * early reads and the alignment that writes the routing is not the launch
+ * right ahead: every launch ahead of that one has finished when this one
+ * starts. */
+static int may_read_early(const launch_seq *q) { return q->early && q->last != MT_STEP_ALIGN; }
+
+/* Would a launch of k with `grid` CTAs now be a dependent one? A persistent
+ * GEMM whose grid is all the CTAs the GPU holds at once (mt_kernel.max_ctas)
+ * has no free SMs to bunch on: it is dependent when it may read early, its
+ * copier then requesting its first weight tiles under the tail of the step
+ * ahead. Launched dependent without those reads it was no faster (H200,
+ * the tuned pipelines of the five peer problems at 7 M from 1 to 4096:
+ * 1.001x the time; docs/PERFORMANCE.md, session 25). */
 static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kernel *k,
                                unsigned grid)
 {
-    const int gemm = step == MT_STEP_GEMM1 || step == MT_STEP_GEMM2;
-    return q->pdl && q->count > 0 && k->pdl && (!gemm || grid >= PDL_MIN_GEMM_CTAS);
+    if (!q->pdl || q->count == 0 || !k->pdl)
+        return 0;
+    if (step != MT_STEP_GEMM1 && step != MT_STEP_GEMM2)
+        return 1;
+    const int fills_gpu = k->max_ctas > 0 && grid == (unsigned)k->max_ctas;
+    return grid >= PDL_MIN_GEMM_CTAS || (fills_gpu && may_read_early(q));
 }
 
-/* A GEMM launched now may read the routing before it waits only when the
- * alignment that writes it is not the launch right ahead: every launch
- * ahead of that one has finished when this one starts. */
 static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)
 {
-    return q->early && launch_is_dependent(q, step, k, grid) && q->last != MT_STEP_ALIGN;
+    return may_read_early(q) && launch_is_dependent(q, step, k, grid);
 }
 
 static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid,
@@ -842,7 +852,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
                        (long long)p->M);
-    launch_seq seq = launch_seq_start(stream);
+    launch_seq seq = launch_seq_start(plan, stream);
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,
                                          stream),
@@ -1002,7 +1012,7 @@ mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdevicep
                          .topk_weights = (const float *)(uintptr_t)topk_weights, .ldy = p->K,
                          .M = (int32_t)p->M, .topk = (int32_t)p->topk, .K = (int32_t)p->K,
                          .num_experts = (int32_t)p->E};
-    launch_seq seq = launch_seq_start(stream);
+    launch_seq seq = launch_seq_start(plan, stream);
     return launch(&seq, MT_STEP_REDUCE, k, elementwise_grid(k, p->M * (p->K / 8)), &rd, msg,
                   msg_size);
 }

@@ -63,6 +63,10 @@ void mt_kernel_unload(mt_kernel *k);
 
 typedef struct mt_moe_plan {
     mt_kernel step[MT_STEP_ALL];    /* fn == NULL: step not used */
+    int launch_late;   /* the GEMMs read nothing before the step ahead is
+                        * done (the pipeline's launch=late, which the tuner
+                        * chose per entry); 0: early reads where the launch
+                        * allows (mt_moe_run) */
 } mt_moe_plan;
 
 /* Can kernels built for arch ("sm_90a", "sm_80", "compute_90") run the

@@ -112,6 +112,7 @@ static mt_status plan_from(mt_modular_kernel *mk, const mt_rt_choice *c, const m
     memset(plan, 0, sizeof *plan);
     for (size_t i = 0; i < n; i++)
         plan->step[step_of[i]] = *k[i];
+    plan->launch_late = pl.launch_late;
     char cmsg[512];
     if ((st = mt_moe_plan_check(plan, p, cmsg, sizeof cmsg)))
         return mt_errf(mk->err, sizeof mk->err, st, "pipeline %s from %s does not fit: %s",

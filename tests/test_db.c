@@ -188,7 +188,19 @@ static void test_key_and_pipeline_text(void **state)
     assert_memory_equal(&pp, &e.pipeline, sizeof pp);
     assert_string_equal(mt_db_pipeline_kernel(&pp, "gemm2"), "mtk_b");
     assert_null(mt_db_pipeline_kernel(&pp, "act"));
-    static const char *const bad[] = {"arch=sm_90a;gemm1=x", "backend=tpu;gemm1=x",
+    assert_int_equal(pp.launch_late, 0);
+    /* The launch mode: written only when late, read in either spelling. */
+    e.pipeline.launch_late = 1;
+    assert_int_equal(mt_db_pipeline_format(&e.pipeline, pt, sizeof pt), MT_OK);
+    assert_non_null(strstr(pt, ";launch=late"));
+    assert_int_equal(mt_db_pipeline_parse(pt, &pp, msg, sizeof msg), MT_OK);
+    assert_memory_equal(&pp, &e.pipeline, sizeof pp);
+    assert_int_equal(mt_db_pipeline_parse("backend=moetune;arch=sm_90a;launch=early;gemm1=a;gemm2=b", &pp,
+                                          msg, sizeof msg),
+                     MT_OK);
+    assert_int_equal(pp.launch_late, 0);
+    static const char *const bad[] = {"backend=moetune;arch=sm_90a;gemm1=a;gemm2=b;launch=soon",
+                                      "backend=moetune;arch=sm_90a;gemm1=a;gemm2=b;launch=late;launch=late","arch=sm_90a;gemm1=x", "backend=tpu;gemm1=x",
                                       "backend=moetune;gemm2=a;gemm1=b",
                                       "backend=moetune;gemm1=a;gemm1=b",
                                       "backend=moetune;fuse=a", "backend=moetune;gemm1="};

@@ -439,55 +439,68 @@ static void test_pair_weight_maps(void **state)
 
 /* Programmatic dependent launches: every launch but the first, except a
  * GEMM of fewer CTAs than 1024 (its CTAs would bunch on the SMs the step
- * ahead frees first), a persistent one whose grid is all the CTAs the GPU
- * holds at once included (measured no faster dependent). A dependent GEMM
- * after a step other than the alignment may read the routing before it
- * waits (pdl_early), but under MOETUNE_PDL=late; MOETUNE_PDL=0: no
- * dependent launches. */
+ * ahead frees first). A dependent GEMM after a step other than the
+ * alignment may read before it waits (pdl_early), unless the plan's
+ * launch_late or MOETUNE_PDL=late says otherwise; a persistent GEMM whose
+ * grid is all the CTAs the GPU holds at once is dependent only when it may
+ * read early (GEMM2 here; GEMM1 comes right after the alignment).
+ * MOETUNE_PDL=0: no dependent launches. */
 static void test_dependent_launches(void **state)
 {
     (void)state;
     static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m16_n64_k64_g1_s8_ppersist"
                                   "_fwait_btma_swyes",
-                          *const g2 = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s8_pws"
-                                      "_fwait_btma_swyes";
+                          *const g2s[] = {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s8_pws"
+                                          "_fwait_btma_swyes",
+                                          "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n64_k64_g1_s8"
+                                          "_ppersist_fwait_btma_swyes"};
     /* M 4096: GEMM1 fills the 132 CTAs, GEMM2 has a CTA for each of its
-     * thousands of tiles; M 2: at most 4 row blocks, GEMM2 under 1024. */
-    static const char *const modes[] = {NULL, "late", "0"};
+     * thousands of tiles (ws) or fills the 132 (persist); M 2: at most 4
+     * row blocks, every GEMM under 1024 CTAs and short of 132. */
+    static const struct { const char *env; int plan_late; } modes[] = {
+        {NULL, 0}, {NULL, 1}, {"late", 0}, {"0", 0}};
     const int Ms[] = {4096, 2};
-    for (int mode = 0; mode < 3; mode++)
-        for (int i = 0; i < 2; i++) {
-            mt_problem p;
-            mt_problem_init(&p, Ms[i], 8, 2, 512, 384);
-            mt_moe_plan plan;
-            default_plan(&p, &plan);
-            set_gemm(&plan, MT_STEP_GEMM1, g1);
-            set_gemm(&plan, MT_STEP_GEMM2, g2);
-            for (int s = 0; s < MT_STEP_ALL; s++)
-                plan.step[s].pdl = 1;   /* as mt_kernel_load finds the mark */
-            plan.step[MT_STEP_GEMM1].max_ctas = 132;
-            fake_driver(1);
-            mt_cu.cuLaunchKernelEx = fake_launch_ex;
-            memset(fake.step_dependent, 0, sizeof fake.step_dependent);
-            if (modes[mode])
-                setenv("MOETUNE_PDL", modes[mode], 1);
-            else
-                unsetenv("MOETUNE_PDL");
-            mt_moe_tensors t = fake_tensors();
-            char msg[512] = "";
-            assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-            const int pdl = mode < 2, big = Ms[i] == 4096;
-            assert_int_equal(fake.step_grid[MT_STEP_GEMM1] == 132, big);
-            assert_int_equal(fake.step_grid[MT_STEP_GEMM2] >= 1024, big);
-            /* The first launch (one align launch at M 2; at M 4096 its
-             * second phase is dependent). */
-            assert_int_equal(fake.step_dependent[MT_STEP_ALIGN], pdl && big);
-            assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], 0);
-            assert_int_equal(fake.gemm[0].pdl_early, 0);
-            assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], pdl && big);
-            assert_int_equal(fake.gemm[1].pdl_early, mode == 0 && big);
-            assert_int_equal(fake.step_dependent[MT_STEP_REDUCE], pdl);
-        }
+    for (size_t mode = 0; mode < sizeof modes / sizeof modes[0]; mode++)
+        for (int persist2 = 0; persist2 < 2; persist2++)
+            for (int i = 0; i < 2; i++) {
+                mt_problem p;
+                mt_problem_init(&p, Ms[i], 8, 2, 512, 384);
+                mt_moe_plan plan;
+                default_plan(&p, &plan);
+                set_gemm(&plan, MT_STEP_GEMM1, g1);
+                set_gemm(&plan, MT_STEP_GEMM2, g2s[persist2]);
+                for (int s = 0; s < MT_STEP_ALL; s++)
+                    plan.step[s].pdl = 1;   /* as mt_kernel_load finds the mark */
+                plan.step[MT_STEP_GEMM1].max_ctas = 132;
+                plan.step[MT_STEP_GEMM2].max_ctas = persist2 ? 132 : 0;
+                plan.launch_late = modes[mode].plan_late;
+                fake_driver(1);
+                mt_cu.cuLaunchKernelEx = fake_launch_ex;
+                memset(fake.step_dependent, 0, sizeof fake.step_dependent);
+                if (modes[mode].env)
+                    setenv("MOETUNE_PDL", modes[mode].env, 1);
+                else
+                    unsetenv("MOETUNE_PDL");
+                mt_moe_tensors t = fake_tensors();
+                char msg[512] = "";
+                assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+                const int pdl = !modes[mode].env || strcmp(modes[mode].env, "0"),
+                          early = pdl && !modes[mode].env && !modes[mode].plan_late, big = Ms[i] == 4096;
+                assert_int_equal(fake.step_grid[MT_STEP_GEMM1] == 132, big);
+                if (persist2)
+                    assert_int_equal(fake.step_grid[MT_STEP_GEMM2] == 132, big);
+                else
+                    assert_int_equal(fake.step_grid[MT_STEP_GEMM2] >= 1024, big);
+                /* The first launch (one align launch at M 2; at M 4096 its
+                 * second phase is dependent). */
+                assert_int_equal(fake.step_dependent[MT_STEP_ALIGN], pdl && big);
+                assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], 0);
+                assert_int_equal(fake.gemm[0].pdl_early, 0);
+                const int dep2 = big && (persist2 ? early : pdl);
+                assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], dep2);
+                assert_int_equal(fake.gemm[1].pdl_early, dep2 && early);
+                assert_int_equal(fake.step_dependent[MT_STEP_REDUCE], pdl);
+            }
     unsetenv("MOETUNE_PDL");
 }
 

@@ -37,6 +37,14 @@ static void opts(mt_tune_opts *o, const char *db)
     o->candidate_timeout_s = 1;
 }
 
+/* opts() tuning M alone. */
+static void opts_at(mt_tune_opts *o, const char *db, int64_t M)
+{
+    opts(o, db);
+    o->Ms[0] = M;
+    o->nM = 1;
+}
+
 static int verify_quiet(mt_db *db)
 {
     int problems = -1;
@@ -385,7 +393,7 @@ static int scan_stages(const mt_db_candidate *c, void *ctx)
         return 0;
     s->n++;
     s->g1_s3 += ends_in(c->pipeline, (size_t)(g2 - c->pipeline), "_3");
-    s->g2_s3 += ends_in(g2, strlen(g2), "_3");
+    s->g2_s3 += ends_in(g2, 1 + strcspn(g2 + 1, ";"), "_3");   /* a launch=late may follow */
     return 0;
 }
 
@@ -399,9 +407,7 @@ static void test_param_filter_per_gemm(void **state)
         snprintf(path, sizeof path, "%s/only-gemm%d.db", mt_test_tmpdir("tune-only-gemm"), gemm);
         mt_tune_opts o;
         mt_tune_summary s;
-        opts(&o, path);
-        o.nM = 1;
-        o.Ms[0] = 256;
+        opts_at(&o, path, 256);
         o.only[0].name = "STAGES", o.only[0].value = "3", o.only[0].role = gemm;
         o.nonly = 1;
         assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
@@ -450,9 +456,7 @@ static void test_param_filter_fused_gemm1(void **state)
     snprintf(path, sizeof path, "%s/fused.db", mt_test_tmpdir("tune-fused-gemm1"));
     mt_tune_opts o;
     mt_tune_summary s;
-    opts(&o, path);
-    o.nM = 1;
-    o.Ms[0] = 64;
+    opts_at(&o, path, 64);
     o.only[0].name = "epilogue", o.only[0].value = "silu", o.only[0].role = 1;
     o.nonly = 1;
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
@@ -493,9 +497,7 @@ static void test_refines_the_winner(void **state)
     snprintf(path, sizeof path, "%s/refine.db", mt_test_tmpdir("tune-refine"));
     mt_tune_opts o;
     mt_tune_summary s;
-    opts(&o, path);
-    o.nM = 1;
-    o.Ms[0] = 4096;
+    opts_at(&o, path, 4096);
     o.max_candidates = 1;
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
     assert_int_equal(s.nrows, 1);
@@ -509,6 +511,63 @@ static void test_refines_the_winner(void **state)
     snprintf(sc.text, sizeof sc.text, "gemm1=%s;gemm2=%s", g1, s.rows[0].gemm2);
     foreach_candidate(path, scan_pair, &sc);
     assert_int_equal(sc.found, 1);
+}
+
+/* Stage 4: the best pipeline is timed launched the other way too, and the
+ * entry keeps the faster (the fake's MT_FAKE_LATE: the time launched late
+ * over the time launched early; by default late is slower). A retune times
+ * the stored entry again in its own launch mode (stage 1b). */
+static void test_settles_the_launch(void **state)
+{
+    (void)state;
+    char path[600], log[700], line[1024], msg[1024];
+    const struct { const char *factor; int late; } cases[] = {{NULL, 0}, {"0.9", 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/launch%zu.db", mt_test_tmpdir("tune-launch"), i);
+        mt_tune_opts o;
+        mt_tune_summary s;
+        opts_at(&o, path, 4096);
+        if (cases[i].factor)
+            setenv("MT_FAKE_LATE", cases[i].factor, 1);
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        mt_db_key key;
+        assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
+        mt_db *db = NULL;
+        mt_db_entry e;
+        assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
+        assert_int_equal(mt_db_lookup(db, &key, 4096, &e, NULL), MT_OK);
+        mt_db_close(db);
+        assert_string_equal(e.pipeline.backend, "moetune");
+        assert_int_equal(e.pipeline.launch_late, cases[i].late);
+        /* Both launches of the winning pair were timed. */
+        pair_scan early = {.M = 4096}, late = {.M = 4096};
+        snprintf(early.text, sizeof early.text, "gemm1=%s;gemm2=%s", mt_db_pipeline_kernel(&e.pipeline, "gemm1"),
+                 mt_db_pipeline_kernel(&e.pipeline, "gemm2"));
+        assert_true(strlen(early.text) + 12 < sizeof late.text);
+        memcpy(late.text, early.text, strlen(early.text));
+        strcat(late.text, ";launch=late");
+        foreach_candidate(path, scan_pair, &early);
+        foreach_candidate(path, scan_pair, &late);
+        assert_int_equal(early.found, 1);
+        assert_int_equal(late.found, 1);
+        /* Retuned, the stored pair is timed first in its launch mode. */
+        snprintf(log, sizeof log, "%s.measured", path);
+        setenv("MT_FAKE_LOG", log, 1);
+        o.retune = 1;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        unsetenv("MT_FAKE_LOG");
+        unsetenv("MT_FAKE_LATE");
+        char want[700];
+        snprintf(want, sizeof want, "4096 %s %s%s\n", mt_db_pipeline_kernel(&e.pipeline, "gemm1"),
+                 mt_db_pipeline_kernel(&e.pipeline, "gemm2"), cases[i].late ? " late" : "");
+        FILE *f = fopen(log, "r");
+        int seen = 0;
+        assert_non_null(f);
+        while (fgets(line, sizeof line, f))
+            seen += !strcmp(line, want);
+        fclose(f);
+        assert_int_equal(seen, 1);
+    }
 }
 
 /* Put M = 4096's entry at M with time_us, GEMM1 and GEMM2 renamed (g1 NULL:
@@ -560,9 +619,7 @@ static void test_times_the_neighbours_winners(void **state)
     snprintf(path, sizeof path, "%s/neighbours.db", mt_test_tmpdir("tune-neighbours"));
     mt_tune_opts o;
     mt_tune_summary s;
-    opts(&o, path);
-    o.nM = 1;
-    o.Ms[0] = 4096;
+    opts_at(&o, path, 4096);
     o.only[0].name = "BLOCK_M", o.only[0].value = "128";
     o.only[1].name = "BLOCK_N", o.only[1].value = "64";
     o.only[2].name = "STAGES", o.only[2].value = "3";
@@ -879,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),
         cmocka_unit_test(test_retune_replaces_foreign_entry),
+        cmocka_unit_test(test_settles_the_launch),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),

@@ -46,10 +46,11 @@ struct mt_tune_backend {
     mt_status (*open_item)(void *self, const mt_problem *p, const char *routing, char *msg,
                            size_t msg_size);
     void (*close_item)(void *self);
-    /* Check and time gemm1 + gemm2 (with align/act/reduce) on the open item.
-     * A status other than MT_OK means the backend itself failed. */
+    /* Check and time gemm1 + gemm2 (with align/act/reduce) on the open item,
+     * launched as a plan of launch_late (mt_moe_plan.launch_late). A status
+     * other than MT_OK means the backend itself failed. */
     mt_status (*measure)(void *self, const mt_variant *gemm1, const mt_variant *gemm2,
-                         mt_measure *out, char *msg, size_t msg_size);
+                         int launch_late, mt_measure *out, char *msg, size_t msg_size);
     /* Time the cuBLAS pipeline on the open item (ok = 0 if unavailable). */
     mt_status (*measure_cublas)(void *self, mt_measure *out, char *msg, size_t msg_size);
     /* The compiled kernel of a variant, for the database (caller frees). */
@@ -78,7 +79,9 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
  * measuring a candidate whose gemm1 name contains it kill the process;
  * MT_FAKE_HANG the same but sleep forever; MT_FAKE_LOG=<file> appends each
  * measured candidate; MT_FAKE_DELAY_MS slows each measurement;
- * MT_FAKE_BROKEN_DEVICE=<n>[,<n>...] makes those devices fail to open. */
+ * MT_FAKE_LATE=<factor> is the time of a pipeline launched late over its
+ * time launched early (default 1.03: a little slower, as at most points on
+ * the H200); MT_FAKE_BROKEN_DEVICE=<n>[,<n>...] makes those devices fail to open. */
 mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size);
 
 #endif

@@ -20,6 +20,7 @@
 typedef struct fake {
     char fault[128], hang[128], log[512];
     long delay_ms;
+    double late;   /* MT_FAKE_LATE */
     mt_problem p;
 } fake;
 
@@ -130,14 +131,14 @@ static double jitter(const char *name)
 }
 
 static mt_status fake_measure(void *self, const mt_variant *g1, const mt_variant *g2,
-                              mt_measure *out, char *msg, size_t msg_size)
+                              int launch_late, mt_measure *out, char *msg, size_t msg_size)
 {
     (void)msg, (void)msg_size;
     fake *f = self;
     if (f->log[0]) {
         FILE *lf = fopen(f->log, "a");
         if (lf) {
-            fprintf(lf, "%lld %s %s\n", (long long)f->p.M, g1->name, g2->name);
+            fprintf(lf, "%lld %s %s%s\n", (long long)f->p.M, g1->name, g2->name, launch_late ? " late" : "");
             fclose(lf);
         }
     }
@@ -155,6 +156,8 @@ static mt_status fake_measure(void *self, const mt_variant *g1, const mt_variant
     out->rel_err = 1e-3;
     out->time_us = (mt_gemm_model_us(g1, &f->p, 0, 132) + mt_gemm_model_us(g2, &f->p, 1, 132)) *
                    jitter(g1->name) * jitter(g2->name) + 5.0;
+    if (launch_late)
+        out->time_us *= f->late;
     return MT_OK;
 }
 
@@ -212,6 +215,7 @@ mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size
         mt_strlcpy(f->log, e, sizeof f->log);
     if ((e = getenv("MT_FAKE_DELAY_MS")))
         f->delay_ms = atol(e);
+    f->late = (e = getenv("MT_FAKE_LATE")) && atof(e) > 0 ? atof(e) : 1.03;
     *out = (mt_tune_backend){
         .name = "fake", .self = f, .provenance = fake_provenance,
         .gemm_variants = fake_gemm_variants, .open_item = fake_open_item,

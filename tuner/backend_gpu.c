@@ -249,7 +249,7 @@ fail:
 }
 
 static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant *g2,
-                             mt_measure *out, char *msg, size_t msg_size)
+                             int launch_late, mt_measure *out, char *msg, size_t msg_size)
 {
     gpu_backend *b = self;
     const mt_problem *p = &b->d.p;
@@ -262,6 +262,7 @@ static mt_status gpu_measure(void *self, const mt_variant *g1, const mt_variant 
     }
     if (st)
         return st;
+    plan.launch_late = launch_late;
     size_t need = mt_moe_workspace_size(&plan, p);
     if (need > b->ws_size) {
         if (b->ws)

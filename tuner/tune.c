@@ -424,6 +424,7 @@ static mt_status fill_summary(const mt_tune_opts *o, mt_tune_summary *s, char *m
             break;
         }
         mt_strlcpy(r->winner, e.pipeline.backend, sizeof r->winner);
+        r->launch_late = e.pipeline.launch_late;
         const char *g1 = mt_db_pipeline_kernel(&e.pipeline, "gemm1");
         const char *g2 = mt_db_pipeline_kernel(&e.pipeline, "gemm2");
         mt_strlcpy(r->gemm1, g1 ? g1 : "", sizeof r->gemm1);
@@ -475,8 +476,8 @@ void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE
             snprintf(cub, sizeof cub, "%.2fx", r->cublas_us / r->time_us);
         else
             snprintf(cub, sizeof cub, "-");
-        fprintf(f, "| %lld | %s | %.1f | %.1f | %.0f | %.2f | %.2fx | %s | %d (%d) | %s | %s |\n",
-                (long long)r->M, r->winner, r->time_us, roof.flops / r->time_us * 1e-6,
+        fprintf(f, "| %lld | %s%s | %.1f | %.1f | %.0f | %.2f | %.2fx | %s | %d (%d) | %s | %s |\n",
+                (long long)r->M, r->winner, r->launch_late ? " (late)" : "", r->time_us, roof.flops / r->time_us * 1e-6,
                 roof.weight_bytes / r->time_us * 1e-3, roof.us / r->time_us, r->default_us / r->time_us, cub,
                 r->candidates, r->rejected, r->gemm1, r->gemm2);
     }

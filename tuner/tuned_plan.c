@@ -76,6 +76,7 @@ mt_status mt_tuned_plan_compose(mt_context *ctx, const mt_tuned_choice *c, const
         return st;
     for (size_t i = 0; i < n; i++)
         plan->step[step_of[i]] = *k[i];
+    plan->launch_late = c->c.pipeline.launch_late;
     if ((st = mt_moe_plan_check(plan, p, m2, sizeof m2)))
         return mt_errf(msg, msg_size, st, "pipeline %s from %s does not fit: %s",
                        c->c.info.pipeline, from, m2);

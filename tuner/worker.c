@@ -62,10 +62,21 @@ mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, ch
     return MT_OK;
 }
 
-static void pipeline_text(const char *prefix, const mt_variant *g1, const mt_variant *g2,
+/* A candidate's text: "[default;]gemm1=A;gemm2=B[;launch=late]" (launch
+ * late: the plan's GEMMs read nothing before the step ahead is done,
+ * mt_moe_plan.launch_late). */
+#define LATE_SUFFIX ";launch=late"
+
+static void pipeline_text(const char *prefix, const mt_variant *g1, const mt_variant *g2, int late,
                           char *out, size_t size)
 {
-    snprintf(out, size, "%sgemm1=%s;gemm2=%s", prefix, g1->name, g2->name);
+    snprintf(out, size, "%sgemm1=%s;gemm2=%s%s", prefix, g1->name, g2->name, late ? LATE_SUFFIX : "");
+}
+
+static int text_is_late(const char *text)
+{
+    size_t n = strlen(text), k = strlen(LATE_SUFFIX);
+    return n >= k && !strcmp(text + n - k, LATE_SUFFIX);
 }
 
 /* Measure one candidate unless the log has it; record the result. */
@@ -84,7 +95,7 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
     report(w, line);
     mt_measure m;
     memset(&m, 0, sizeof m);
-    st = g1 ? w->be.measure(w->be.self, g1, g2, &m, msg, msg_size)
+    st = g1 ? w->be.measure(w->be.self, g1, g2, text_is_late(text), &m, msg, msg_size)
             : w->be.measure_cublas(w->be.self, &m, msg, msg_size);
     if (st)
         return st;
@@ -281,7 +292,7 @@ static void preload(worker *w, const size_t *pick, size_t n, const mt_variant *c
     free(v);
 }
 
-/* Parse "[default;]gemm1=A;gemm2=B" back to the variants. */
+/* Parse a candidate's text (pipeline_text) back to the variants. */
 static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
                       const mt_variant **g2)
 {
@@ -289,7 +300,7 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
     if (!a || !b)
         return 0;
     *g1 = by_name(w, a + 6, (size_t)(b - (a + 6)));
-    *g2 = by_name(w, b + 7, strlen(b + 7));
+    *g2 = by_name(w, b + 7, strcspn(b + 7, ";"));
     return *g1 && *g2;
 }
 
@@ -305,6 +316,7 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
 typedef struct stored_pair {
     int64_t M;
     const mt_variant *g1, *g2;
+    int late;   /* the entry's launch=late */
 } stored_pair;
 
 /* Entries come ordered by M within the key: the last below M, the one at
@@ -324,7 +336,8 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
     const char *k2 = mt_db_pipeline_kernel(&e->pipeline, "gemm2");
     if (!k1 || !k2 || !same_key(&e->key, s->key))
         return 0;
-    stored_pair p = {e->M, by_name(s->w, k1, strlen(k1)), by_name(s->w, k2, strlen(k2))};
+    stored_pair p = {e->M, by_name(s->w, k1, strlen(k1)), by_name(s->w, k2, strlen(k2)),
+                     e->pipeline.launch_late};
     if (!p.g1 || !p.g2) {
         s->foreign_at_m |= e->M == s->M;
         return 0;
@@ -353,10 +366,10 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
     *foreign = s.foreign_at_m;
     for (int i = 0; i < 3 && !st; i++) {
         const stored_pair *p = &s.pick[i];
-        if (!p->g1 || (p->g1 == d1 && p->g2 == d2))
+        if (!p->g1 || (p->g1 == d1 && p->g2 == d2 && !p->late))
             continue;
         char text[1024];
-        pipeline_text("", p->g1, p->g2, text, sizeof text);
+        pipeline_text("", p->g1, p->g2, p->late, text, sizeof text);
         st = measure_one(w, key, M, text, p->g1, p->g2, msg, msg_size);
     }
     return st;
@@ -444,12 +457,30 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, ch
             for (size_t k = 0; k < n && !st; k++) {
                 const mt_variant *u = &w->all[pick[k]];
                 char text[1024];
-                pipeline_text("", second ? g1 : u, second ? u : g2, text, sizeof text);
+                pipeline_text("", second ? g1 : u, second ? u : g2, text_is_late(b.text), text, sizeof text);
                 st = measure_one(w, key, M, text, second ? g1 : u, second ? u : g2, msg, msg_size);
             }
         }
     free(pick);
     return st;
+}
+
+/* Stage 4: the best pipeline launched the other way. Launched early, a
+ * GEMM may request its first weight tiles before it waits for the step
+ * ahead (mt_moe_run); that mostly gains at small M (H200: 2-6 % up to
+ * M = 256) but lost 5-7 % at DeepSeek-V3 fp8 M = 64 to 256, where the
+ * pipeline's launches overlapped less (docs/PERFORMANCE.md, session 25),
+ * which no model here predicts, so each entry times both. */
+static mt_status settle_launch(worker *w, const mt_db_key *key, int64_t M, char *msg, size_t msg_size)
+{
+    best_scan b;
+    const mt_variant *g1, *g2;
+    mt_status st = find_best(w, key, M, "gemm1=", &b, msg, msg_size);
+    if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2))
+        return st;
+    char text[1024];
+    pipeline_text("", g1, g2, !text_is_late(b.text), text, sizeof text);
+    return measure_one(w, key, M, text, g1, g2, msg, msg_size);
 }
 
 static mt_status store_kernel(worker *w, const mt_variant *v, char *msg, size_t msg_size)
@@ -499,6 +530,7 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.M = p->M;
     mt_strlcpy(e.pipeline.backend, tuned ? "moetune" : "default", sizeof e.pipeline.backend);
     mt_strlcpy(e.pipeline.arch, w->arch, sizeof e.pipeline.arch);
+    e.pipeline.launch_late = text_is_late(win->text);
     mt_variant steps[6];
     const char *roles[6];
     int n = 0;
@@ -623,7 +655,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         goto done;
     }
     const mt_variant *d2 = &w->all[d2i];
-    pipeline_text("default;", d1, d2, text, sizeof text);
+    pipeline_text("default;", d1, d2, 0, text, sizeof text);
     if ((st = measure_one(w, &key, M, text, d1, d2, msg, msg_size)) ||
         (st = measure_one(w, &key, M, "cublas", NULL, NULL, msg, msg_size)))
         goto done;
@@ -647,7 +679,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
             continue;
         if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
             continue;   /* the default pair: measured above */
-        pipeline_text("", g1, g2, text, sizeof text);
+        pipeline_text("", g1, g2, 0, text, sizeof text);
         st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
     }
     if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, &foreign, msg, msg_size)))
@@ -663,16 +695,16 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         to_all(w, w->search[1], pick, n2);
         preload(w, pick, n2, NULL);
         for (size_t i = 0; i < n2 && !st; i++) {
-            if (pick[i] == (size_t)-1 ||
-                (!strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
+            if (pick[i] == (size_t)-1 || (!strcmp(bg1->name, d1->name) &&
+                                          !strcmp(w->all[pick[i]].name, d2->name) && !text_is_late(b.text)))
                 continue;
-            pipeline_text("", bg1, &w->all[pick[i]], text, sizeof text);
+            pipeline_text("", bg1, &w->all[pick[i]], text_is_late(b.text), text, sizeof text);
             st = measure_one(w, &key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
         }
         if (st)
             goto done;
     }
-    if ((st = refine(w, &key, &p, msg, msg_size)))
+    if ((st = refine(w, &key, &p, msg, msg_size)) || (st = settle_launch(w, &key, M, msg, msg_size)))
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||

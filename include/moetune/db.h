@@ -122,9 +122,13 @@ typedef struct mt_db_pipeline {
     char arch[16];      /* the kernels' arch, e.g. "sm_90a" */
     int nsteps;
     mt_db_step steps[MT_DB_MAX_STEPS]; /* roles in the order listed above */
+    int launch_late;    /* "launch=late": the GEMMs read nothing before the step
+                         * ahead is done (no early weight loads under a
+                         * dependent launch); 0, the default ("launch=early",
+                         * not written): they may (docs/RUNTIME.md) */
 } mt_db_pipeline;
 
-/* "backend=moetune;arch=sm_90a;align=mtk_..;gemm1=mtk_..;..." */
+/* "backend=moetune;arch=sm_90a;align=mtk_..;gemm1=mtk_..;...[;launch=late]" */
 mt_status mt_db_pipeline_format(const mt_db_pipeline *p, char *out, size_t size);
 /* Parse and validate (known backend and roles, roles in order, no repeats). */
 mt_status mt_db_pipeline_parse(const char *text, mt_db_pipeline *out, char *msg, size_t msg_size);

@@ -83,6 +83,7 @@ void mt_tune_default_ms(mt_tune_opts *o);
 typedef struct mt_tune_row {
     int64_t M;
     char winner[16];           /* backend: "moetune", "default" or "cublas" */
+    int launch_late;           /* the winner's GEMMs wait before reading (launch=late) */
     char gemm1[256], gemm2[256];
     double time_us, default_us, cublas_us, rel_err;
     int candidates, rejected;
