@@ -700,10 +700,11 @@ static void trace_gemm(mt_step step, const mt_kernel *k, unsigned grid, const mt
     fprintf(stderr,
             "moetune: %s %s grid %u x %d threads: A %p B %p C %p lda %lld ldb %lld ldc %lld "
             "N %d K %d n_half %d m_blocks %d max_tokens %d expert_stride %lld a_sorted %d "
-            "c_sorted %d sum_topk %d\n",
+            "c_sorted %d sum_topk %d pdl_early %d\n",
             mt_step_name(step), k->v.name, grid, k->v.threads, g->A, g->B, g->C, (long long)g->lda,
             (long long)g->ldb, (long long)g->ldc, g->N, g->K, g->n_half, g->num_m_blocks,
-            g->max_tokens, (long long)g->b_expert_stride, g->a_sorted, g->c_sorted, g->sum_topk);
+            g->max_tokens, (long long)g->b_expert_stride, g->a_sorted, g->c_sorted, g->sum_topk,
+            g->pdl_early);
 }
 
 /* A GEMM step's launch: its TMA descriptors first, where it takes them
