@@ -519,9 +519,10 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * as a programmatic dependent launch: it may start under the tail of the
  * launch ahead of it and waits inside for that one's results. The first
  * launch of a call is an ordinary one, so a call starts after everything
- * queued before it. A plan whose pipeline says launch=late keeps the
- * launches but has every GEMM wait for the step ahead before it reads
- * anything (no early weight loads, gemm_early); MOETUNE_PDL=late in the
+ * queued before it. A plan whose pipeline says launch=late has every GEMM
+ * wait for the step ahead before it reads anything (no early weight loads,
+ * gemm_early; a persistent GEMM then launches the ordinary way,
+ * launch_is_dependent); MOETUNE_PDL=late in the
  * environment does that for every plan (to time what the early loads
  * bring), MOETUNE_PDL=0 turns dependent launches off. MOETUNE_TRACE=1
  * prints every GEMM launch's arguments on stderr (to place an address a
@@ -558,13 +559,25 @@ static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
  * starts. */
 static int may_read_early(const launch_seq *q) { return q->early && q->last != MT_STEP_ALIGN; }
 
+/* Does k, launched with pdl_early, request weight tiles before its wait?
+ * grouped_gemm_sm90's "ws" and "persist" tiles with TMA weight loads do;
+ * those with the epilogue in column chunks (EPI_COLS) and "pingpong" wait
+ * first (templates/grouped_gemm_sm90*.cuh). */
+static int loads_before_wait(const mt_kernel *k)
+{
+    const char *pipe = mt_variant_get(&k->v, "PIPE"), *bload = mt_variant_get(&k->v, "BLOAD");
+    return !strcmp(k->v.family, "grouped_gemm_sm90") && pipe && bload && !strcmp(bload, "tma") &&
+           (!strcmp(pipe, "ws") || !strcmp(pipe, "persist")) && mt_variant_int(&k->v, "EPI_COLS", 0) == 0;
+}
+
 /* Would a launch of k with `grid` CTAs now be a dependent one? A persistent
  * GEMM whose grid is all the CTAs the GPU holds at once (mt_kernel.max_ctas)
- * has no free SMs to bunch on: it is dependent when it may read early, its
+ * has no free SMs to bunch on: it is dependent when it reads early, its
  * copier then requesting its first weight tiles under the tail of the step
  * ahead. Launched dependent without those reads it was no faster (H200,
  * the tuned pipelines of the five peer problems at 7 M from 1 to 4096:
- * 1.001x the time; docs/PERFORMANCE.md, session 25). */
+ * 1.001x the time, DeepSeek-V2-Lite M = 32 1.07x; docs/PERFORMANCE.md,
+ * session 25). */
 static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kernel *k,
                                unsigned grid)
 {
@@ -573,7 +586,7 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
     if (step != MT_STEP_GEMM1 && step != MT_STEP_GEMM2)
         return 1;
     const int fills_gpu = k->max_ctas > 0 && grid == (unsigned)k->max_ctas;
-    return grid >= PDL_MIN_GEMM_CTAS || (fills_gpu && may_read_early(q));
+    return grid >= PDL_MIN_GEMM_CTAS || (fills_gpu && may_read_early(q) && loads_before_wait(k));
 }
 
 static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)

@@ -64,11 +64,12 @@ static void put_entry(mt_db *db, const mt_db_key *key, int64_t M, const char *ge
     assert_int_equal(mt_db_put_entry(db, &e, prov, NULL), MT_OK);
 }
 
+/* late: timed with launch=late (the tuner's stage 4). */
 static void put_candidate(mt_db *db, const mt_db_key *key, int64_t M, const char *gemm1,
-                          const char *gemm2, int ok, double us)
+                          const char *gemm2, int ok, double us, int late)
 {
     char text[1024];
-    snprintf(text, sizeof text, "gemm1=%s;gemm2=%s", gemm1, gemm2);
+    snprintf(text, sizeof text, "gemm1=%s;gemm2=%s%s", gemm1, gemm2, late ? ";launch=late" : "");
     mt_db_candidate c = {.key = *key, .M = M, .pipeline = text, .ok = ok,
                          .time_us = ok ? us : MT_DB_NO_TIME, .rel_err = ok ? 2e-3 : MT_DB_NO_TIME,
                          .reason = ok ? NULL : "wrong result"};
@@ -119,17 +120,17 @@ static void test_atomic_sums_replaced(void **state)
     put_kernel(db, g, store2b);
     /* M 64: the sum won by a hair; its store twin under the same GEMM1 is
      * the one to take (a faster rejected one, a faster one under another
-     * GEMM1 and another sum are not). */
+     * GEMM1 and another sum are not), launched late as it was timed. */
     put_entry(db, &key, 64, sum2, 100.0, prov);
-    put_candidate(db, &key, 64, g1, sum2, 1, 100.0);
-    put_candidate(db, &key, 64, g1, sum2b, 1, 100.2);
-    put_candidate(db, &key, 64, g1, store2b, 0, 99.0);
-    put_candidate(db, &key, 64, other1, store2, 1, 90.0);
-    put_candidate(db, &key, 64, g1, store2, 1, 101.0);
+    put_candidate(db, &key, 64, g1, sum2, 1, 100.0, 0);
+    put_candidate(db, &key, 64, g1, sum2b, 1, 100.2, 0);
+    put_candidate(db, &key, 64, g1, store2b, 0, 99.0, 0);
+    put_candidate(db, &key, 64, other1, store2, 1, 90.0, 0);
+    put_candidate(db, &key, 64, g1, store2, 1, 101.0, 1);
     /* M 128: only sums were timed under its GEMM1: left. */
     put_entry(db, &key, 128, sum2, 200.0, prov);
-    put_candidate(db, &key, 128, g1, sum2, 1, 200.0);
-    put_candidate(db, &key, 128, other1, store2, 1, 150.0);
+    put_candidate(db, &key, 128, g1, sum2, 1, 200.0, 0);
+    put_candidate(db, &key, 128, other1, store2, 1, 150.0, 0);
     /* M 256: already storing per slot: not touched. */
     put_entry(db, &key, 256, store2b, 300.0, prov);
 
@@ -144,6 +145,7 @@ static void test_atomic_sums_replaced(void **state)
     assert_non_null(strstr(l.text[0], "M=64"));
     assert_non_null(strstr(l.text[0], store2));
     assert_non_null(strstr(l.text[0], "+1.0 %"));
+    assert_non_null(strstr(l.text[0], "launched late"));
     assert_non_null(strstr(l.text[1], "M=128"));
     assert_non_null(strstr(l.text[1], "left as it is"));
     expect_gemm2(db, &key, 64, sum2, 100.0);   /* the dry run changed nothing */
@@ -154,6 +156,11 @@ static void test_atomic_sums_replaced(void **state)
     assert_int_equal(s.replaced, 1);
     expect_gemm2(db, &key, 64, store2, 101.0);
     expect_gemm2(db, &key, 128, sum2, 200.0);
+    mt_db_entry e;
+    assert_int_equal(mt_db_lookup(db, &key, 64, &e, NULL), MT_OK);
+    assert_int_equal(e.pipeline.launch_late, 1);
+    assert_int_equal(mt_db_lookup(db, &key, 128, &e, NULL), MT_OK);
+    assert_int_equal(e.pipeline.launch_late, 0);
     expect_gemm2(db, &key, 256, store2b, 300.0);
     /* The new GEMM2 is stored compiled, from the current templates. */
     assert_int_equal(mt_db_get_kernel(db, store2, "sm_90a", &k), MT_OK);

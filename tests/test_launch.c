@@ -504,6 +504,41 @@ static void test_dependent_launches(void **state)
     unsetenv("MOETUNE_PDL");
 }
 
+/* A persistent GEMM2 that fills the GPU after GEMM1 is dependent only when
+ * it requests weight tiles before its wait: a "persist" tile with TMA
+ * weight loads and its whole epilogue tile does, its twin with the
+ * epilogue in column chunks (EPI_COLS) waits first and launches the
+ * ordinary way. */
+static void test_chunked_persist_waits(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m128_n256_k64_g8_s4_pws_fwait_btma";
+    static const struct { const char *g2; int dependent; } cases[] = {
+        {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_ppersist_fwait_btma", 1},
+        {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4_ppersist_fwait_btma_e32", 0}};
+    unsetenv("MOETUNE_PDL");
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        mt_problem p;
+        mt_problem_init(&p, 4096, 8, 2, 512, 384);
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, g1);
+        set_gemm(&plan, MT_STEP_GEMM2, cases[i].g2);
+        for (int s = 0; s < MT_STEP_ALL; s++)
+            plan.step[s].pdl = 1;
+        plan.step[MT_STEP_GEMM2].max_ctas = 132;
+        fake_driver(1);
+        mt_cu.cuLaunchKernelEx = fake_launch_ex;
+        memset(fake.step_dependent, 0, sizeof fake.step_dependent);
+        mt_moe_tensors t = fake_tensors();
+        char msg[512] = "";
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.step_grid[MT_STEP_GEMM2], 132);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], cases[i].dependent);
+        assert_int_equal(fake.gemm[1].pdl_early, cases[i].dependent);
+    }
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -817,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_no_map_for_other_kernels),
         cmocka_unit_test(test_pair_weight_maps),
         cmocka_unit_test(test_dependent_launches),
+        cmocka_unit_test(test_chunked_persist_waits),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),

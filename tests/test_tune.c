@@ -550,7 +550,10 @@ static void test_settles_the_launch(void **state)
         foreach_candidate(path, scan_pair, &late);
         assert_int_equal(early.found, 1);
         assert_int_equal(late.found, 1);
-        /* Retuned, the stored pair is timed first in its launch mode. */
+        /* Retuned: the stored pair is timed in its launch mode (stage 1b),
+         * and when that is late and wins there, stages 2 and 3 time their
+         * candidates late too, so more than stage 1b's and stage 4's two
+         * lines are late; otherwise only stage 4's one is. */
         snprintf(log, sizeof log, "%s.measured", path);
         setenv("MT_FAKE_LOG", log, 1);
         o.retune = 1;
@@ -561,12 +564,18 @@ static void test_settles_the_launch(void **state)
         snprintf(want, sizeof want, "4096 %s %s%s\n", mt_db_pipeline_kernel(&e.pipeline, "gemm1"),
                  mt_db_pipeline_kernel(&e.pipeline, "gemm2"), cases[i].late ? " late" : "");
         FILE *f = fopen(log, "r");
-        int seen = 0;
+        int seen = 0, late_lines = 0;
         assert_non_null(f);
-        while (fgets(line, sizeof line, f))
+        while (fgets(line, sizeof line, f)) {
             seen += !strcmp(line, want);
+            late_lines += strstr(line, " late\n") != NULL;
+        }
         fclose(f);
         assert_int_equal(seen, 1);
+        if (cases[i].late)
+            assert_true(late_lines > 2);
+        else
+            assert_int_equal(late_lines, 1);
     }
 }
 
