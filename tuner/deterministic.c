@@ -9,6 +9,7 @@
 
 #include "common/util.h"
 #include "tuner/kernel_set.h"
+#include "tuner/worker.h"
 
 /* Appends every entry to an mt_buf of mt_db_entry records. */
 static int collect_entry(const mt_db_entry *e, void *ctx)
@@ -59,16 +60,15 @@ static void role_of(const char *text, const char *role, char *out, size_t size)
 static int collect_pick(const mt_db_candidate *c, void *ctx)
 {
     scan *s = ctx;
-    char g1[MT_VARIANT_NAME_MAX], launch[8];
+    char g1[MT_VARIANT_NAME_MAX];
     pick k;
     if (!c->ok || c->time_us < 0 || c->M != s->e->M || !same_key(s, &c->key))
         return 0;
     role_of(c->pipeline, "gemm1", g1, sizeof g1);
     role_of(c->pipeline, "gemm2", k.gemm2, sizeof k.gemm2);
-    role_of(c->pipeline, "launch", launch, sizeof launch);
     if (strcmp(g1, s->gemm1) || !k.gemm2[0])
         return 0;
-    k.launch_late = !strcmp(launch, "late");
+    k.launch_late = mt_tune_text_is_late(c->pipeline);
     k.time_us = c->time_us;
     k.rel_err = c->rel_err;
     mt_buf_append(&s->picks, (const char *)&k, sizeof k);

@@ -62,21 +62,17 @@ mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, ch
     return MT_OK;
 }
 
-/* A candidate's text: "[default;]gemm1=A;gemm2=B[;launch=late]" (launch
- * late: the plan's GEMMs read nothing before the step ahead is done,
- * mt_moe_plan.launch_late). */
-#define LATE_SUFFIX ";launch=late"
-
+/* A candidate's text (worker.h). */
 static void pipeline_text(const char *prefix, const mt_variant *g1, const mt_variant *g2, int late,
                           char *out, size_t size)
 {
-    snprintf(out, size, "%sgemm1=%s;gemm2=%s%s", prefix, g1->name, g2->name, late ? LATE_SUFFIX : "");
+    snprintf(out, size, "%sgemm1=%s;gemm2=%s%s", prefix, g1->name, g2->name, late ? MT_TUNE_LATE_SUFFIX : "");
 }
 
-static int text_is_late(const char *text)
+int mt_tune_text_is_late(const char *text)
 {
-    size_t n = strlen(text), k = strlen(LATE_SUFFIX);
-    return n >= k && !strcmp(text + n - k, LATE_SUFFIX);
+    size_t n = strlen(text), k = strlen(MT_TUNE_LATE_SUFFIX);
+    return n >= k && !strcmp(text + n - k, MT_TUNE_LATE_SUFFIX);
 }
 
 /* Measure one candidate unless the log has it; record the result. */
@@ -95,7 +91,7 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
     report(w, line);
     mt_measure m;
     memset(&m, 0, sizeof m);
-    st = g1 ? w->be.measure(w->be.self, g1, g2, text_is_late(text), &m, msg, msg_size)
+    st = g1 ? w->be.measure(w->be.self, g1, g2, mt_tune_text_is_late(text), &m, msg, msg_size)
             : w->be.measure_cublas(w->be.self, &m, msg, msg_size);
     if (st)
         return st;
@@ -454,10 +450,11 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, ch
                     pick[kept++] = pick[k];
             n = kept;
             preload(w, pick, n, NULL);
+            const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
             for (size_t k = 0; k < n && !st; k++) {
                 const mt_variant *u = &w->all[pick[k]];
                 char text[1024];
-                pipeline_text("", second ? g1 : u, second ? u : g2, text_is_late(b.text), text, sizeof text);
+                pipeline_text("", second ? g1 : u, second ? u : g2, late, text, sizeof text);
                 st = measure_one(w, key, M, text, second ? g1 : u, second ? u : g2, msg, msg_size);
             }
         }
@@ -479,7 +476,7 @@ static mt_status settle_launch(worker *w, const mt_db_key *key, int64_t M, char 
     if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2))
         return st;
     char text[1024];
-    pipeline_text("", g1, g2, !text_is_late(b.text), text, sizeof text);
+    pipeline_text("", g1, g2, !mt_tune_text_is_late(b.text), text, sizeof text);
     return measure_one(w, key, M, text, g1, g2, msg, msg_size);
 }
 
@@ -530,7 +527,7 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.M = p->M;
     mt_strlcpy(e.pipeline.backend, tuned ? "moetune" : "default", sizeof e.pipeline.backend);
     mt_strlcpy(e.pipeline.arch, w->arch, sizeof e.pipeline.arch);
-    e.pipeline.launch_late = text_is_late(win->text);
+    e.pipeline.launch_late = mt_tune_text_is_late(win->text);
     mt_variant steps[6];
     const char *roles[6];
     int n = 0;
@@ -694,11 +691,12 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
                                     w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
         to_all(w, w->search[1], pick, n2);
         preload(w, pick, n2, NULL);
+        const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
         for (size_t i = 0; i < n2 && !st; i++) {
-            if (pick[i] == (size_t)-1 || (!strcmp(bg1->name, d1->name) &&
-                                          !strcmp(w->all[pick[i]].name, d2->name) && !text_is_late(b.text)))
-                continue;
-            pipeline_text("", bg1, &w->all[pick[i]], text_is_late(b.text), text, sizeof text);
+            if (pick[i] == (size_t)-1 ||
+                (!late && !strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
+                continue;   /* the default pair: measured above */
+            pipeline_text("", bg1, &w->all[pick[i]], late, text, sizeof text);
             st = measure_one(w, &key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
         }
         if (st)

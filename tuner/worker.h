@@ -26,4 +26,10 @@ mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, ch
 /* Text of the marker candidate that says an M is finished. */
 #define MT_TUNE_DONE_MARK "item-complete"
 
+/* A candidate's text is "[default;]gemm1=A;gemm2=B[;launch=late]"; the
+ * suffix: timed with its GEMMs reading nothing before the step ahead is
+ * done (mt_moe_plan.launch_late). Does text end in it? */
+#define MT_TUNE_LATE_SUFFIX ";launch=late"
+int mt_tune_text_is_late(const char *text);
+
 #endif
