@@ -8,6 +8,9 @@
 # fp8 at M = 8). MT_PROFILE_KERNELS: ncu -k filter (default
 # regex:grouped_gemm), MT_PROFILE_COUNT: kernels per run (default 2),
 # MT_PROFILE_EXTRA: more ncu options (e.g. "--section InstructionStats").
+# MT_PROFILE_SOURCE=1: also the per-instruction view (SourceCounters: where
+# the warps issue and stall, SASS line by line), kept as the report
+# ncu-NAME.ncu-rep and exported to ncu-NAME-sass.csv.
 # With --db among the shape options, bench times the untuned default
 # pipeline before the tuned one, so the first kernels that match are the
 # default's: to profile the tuned pipeline, name its kernels in
@@ -23,14 +26,22 @@ rc=0
 IFS=';' read -r -a runs <<<"${MT_PROFILE:-$default_runs}"
 for spec in "${runs[@]}"; do
   IFS='|' read -r name m shape <<<"$spec"
+  source_opts=()
+  [ "${MT_PROFILE_SOURCE:-0}" = 1 ] &&
+    source_opts=(--section SourceCounters --import-source no -f -o "$out/ncu-$name")
   # shellcheck disable=SC2086 # option lists
   timeout 240 "$ncu" --clock-control none -k "${MT_PROFILE_KERNELS:-regex:grouped_gemm}" \
     -c "${MT_PROFILE_COUNT:-2}" --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    --section SchedulerStats ${MT_PROFILE_EXTRA:-} \
+    --section SchedulerStats "${source_opts[@]}" ${MT_PROFILE_EXTRA:-} \
     .gpu/bin/moetune bench $shape --M "$m" --reps 1 --max-candidates 1 --pipeline-only \
     >"$out/ncu-$name.txt" 2>&1
   r=$?
+  if [ $r = 0 ] && [ "${MT_PROFILE_SOURCE:-0}" = 1 ]; then
+    "$ncu" -i "$out/ncu-$name.ncu-rep" --page details >>"$out/ncu-$name.txt" 2>&1
+    "$ncu" -i "$out/ncu-$name.ncu-rep" --page source --csv --print-source sass \
+      >"$out/ncu-$name-sass.csv" 2>&1 || echo "== profile $name: no source page"
+  fi
   echo "== profile $name M=$m: exit $r"
   [ $r = 0 ] || { rc=1; tail -5 "$out/ncu-$name.txt"; }
 done
