@@ -436,37 +436,41 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
 }
 
 /* rows: the tile's output rows from fill_out_rows, or crow == nullptr to
- * resolve each row where it is written.
+ * resolve each row where it is written. The tile's 16-byte output vectors
+ * (row c / OC, column chunk c % OC) are dealt over NTHREADS threads,
+ * vectors tid, tid + NTHREADS, ...; where NTHREADS is a multiple of OC a
+ * thread keeps its column chunk and its rows are NTHREADS / OC apart, and
+ * the loop unrolls into constant offsets (the rolled loop's index
+ * arithmetic took most of the instructions of a DeepSeek-V3 GEMM2 tile,
+ * K = 256: Nsight Compute, docs/PERFORMANCE.md session 27).
  * A summing GEMM2 (sums_topk_of<Cfg>, standard format, C not in the sorted
  * order, so crow is the slot) adds the row, rounded to T as a stored row
  * would be, into row slot / a.sum_topk of C, fp32 [M, ldc] and zeroed by
  * the launcher: the topk sum of the reduce step, done here in fp32 with
  * reductions in global memory (in no fixed order; the runtime's reduce
  * step then rounds each sum to T once). */
-template <class Cfg>
+template <class Cfg, int NTHREADS>
 __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
-                                           const float *sC, int tid, int nthreads,
-                                           out_rows rows = {nullptr, nullptr})
+                                           const float *sC, int tid, out_rows rows = {nullptr, nullptr})
 {
     using T = typename Cfg::T;
     using S = tile_shape<Cfg>;
     const int out_limit = S::FUSED ? a.n_half : a.N;
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
-    for (int c = tid; c < Cfg::BM * OC; c += nthreads) {
-        const int r = c / OC, cc = c % OC;
+    auto write_vec = [&](int r, int cc) {
         const int col0 = nb * S::OUT_COLS + cc * 8;
         if (col0 >= out_limit)
-            continue;
+            return;
         int64_t crow;
         float w;
         if (rows.crow) {
             crow = rows.crow[r];
             w = rows.w[r];
             if (crow < 0)
-                continue;
+                return;
         } else if (!out_row<Cfg>(a, t, r, &crow, &w)) {
-            continue;
+            return;
         }
         float v[8], up[8];
         epi_load8<S::LDC>(sC, r, cc * 8, v);
@@ -490,13 +494,24 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             float *sum = static_cast<float *>(a.C) + (crow / a.sum_topk) * a.ldc + col0;
             red_add4(sum, v);
             red_add4(sum + 4, v + 4);
-            continue;
+            return;
         }
         vec8 out;
 #pragma unroll
         for (int q = 0; q < 4; q++)
             out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
         *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+    };
+    if constexpr (NTHREADS % OC == 0) {
+        constexpr int RSTEP = NTHREADS / OC, ITERS = (Cfg::BM + RSTEP - 1) / RSTEP;
+        const int r0 = tid / OC, cc = tid % OC;
+#pragma unroll
+        for (int i = 0; i < ITERS; i++)
+            if (Cfg::BM % RSTEP == 0 || r0 + i * RSTEP < Cfg::BM)
+                write_vec(r0 + i * RSTEP, cc);
+    } else {
+        for (int c = tid; c < Cfg::BM * OC; c += NTHREADS)
+            write_vec(c / OC, c % OC);
     }
 }
 
@@ -509,7 +524,7 @@ __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_row
     float *sC = reinterpret_cast<float *>(smem);
     stage_fragments<Cfg>(a, t, nb, warp_m, warp_n, threadIdx.x & 31, acc, facc, sC);
     __syncthreads();
-    write_tile<Cfg>(a, t, nb, sC, threadIdx.x, tile_shape<Cfg>::THREADS, rows);
+    write_tile<Cfg, tile_shape<Cfg>::THREADS>(a, t, nb, sC, threadIdx.x, rows);
 }
 
 } // namespace mt

@@ -205,7 +205,16 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * table is then not needed. The block modes' scales of a stage (sm90_shape)
  * are 4-byte cp.async copies, entry id + i * LOADERS by thread id, from
  * sources resolved once per tile (nullptr: a missing row or column, whose
- * scale is zero-filled). */
+ * scale is zero-filled).
+ * HOLD ("sync", whose computing threads copy): each thread keeps the
+ * sources of its own rows in registers, the weight rows' from init and the
+ * A rows' read once out of the table (hold_rows, after the barrier that
+ * follows init), so that a K tile's copies are an add and a cp.async each.
+ * Resolving them for every K tile (a row table load, the weight row's
+ * bounds and 64-bit offset) took most of the instructions of the "sync"
+ * main loop, which its own threads issue between the MMAs (Nsight Compute,
+ * docs/PERFORMANCE.md session 27). The copying warpgroups of the other
+ * pipelines run on 72 registers and keep the table. */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
@@ -216,7 +225,10 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     static constexpr bool A_TMA = Cfg::ALOAD == 1;
     static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
     static constexpr int SC_ITERS = (S::SCALES + LOADERS - 1) / LOADERS;
+    static constexpr bool HOLD = Cfg::PIPE == 0;
+    static constexpr int HELD_A = HOLD && !A_TMA ? A_ITERS : 1, HELD_B = HOLD && !TMA ? B_ITERS : 1;
     const unsigned char *A, *B;
+    const unsigned char *a_src[HELD_A], *b_src[HELD_B];   /* HOLD: a row's source, nullptr: none */
     const float *sc_src[SC_ITERS > 0 ? SC_ITERS : 1];   /* K block 0's scale of each entry */
     int sc_id;
     const int64_t *arow;   /* shared: BM byte offsets into A */
@@ -243,6 +255,14 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         /* Entries id + i * LOADERS: token rows first (their A offsets into
          * the table, their scales' sources: one lookup of the row serves
          * both), then the weight scales' column groups. */
+        if constexpr (HOLD && !TMA) {
+#pragma unroll
+            for (int i = 0; i < B_ITERS; i++) {
+                int n;
+                b_src[i] = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
+                                                                      : nullptr;
+            }
+        }
         constexpr int ROW_ITERS = A_TMA && S::SCALES == 0 ? 0 : (Cfg::BM + LOADERS - 1) / LOADERS;
         constexpr int ITERS = ROW_ITERS > SC_ITERS ? ROW_ITERS : SC_ITERS;
         const int kblocks = (a.K + 127) / 128, nblocks = (a.N + 127) / 128;
@@ -261,6 +281,19 @@ template <class Cfg, int LOADERS> struct sm90_loader {
                 sc_src[i] = e < S::SCALES && weight_row<Cfg>(a, nb, (e - Cfg::BM) * 8, &n)
                                 ? a.b_scale + (int64_t)(t.expert * nblocks + n / 128) * kblocks
                                 : nullptr;
+            }
+        }
+    }
+
+    /* HOLD: this thread's A rows out of the table init filled (every
+     * loader's part of it: after a barrier). */
+    __device__ __forceinline__ void hold_rows()
+    {
+        if constexpr (HOLD && !A_TMA) {
+#pragma unroll
+            for (int i = 0; i < A_ITERS; i++) {
+                const int64_t off = arow[r0 + i * STEP];
+                a_src[i] = off >= 0 ? A + off : nullptr;
             }
         }
     }
@@ -307,16 +340,28 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
 #pragma unroll
         for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++) {
-            const int64_t off = arow[r0 + i * STEP];
-            const bool ok = k_ok && off >= 0;
-            cp_async16(sA + dst + i * STEP * S::ROW, ok ? A + off + kbytes : A, ok ? 16 : 0);
+            const unsigned char *src;
+            if constexpr (HOLD) {
+                src = a_src[i];
+            } else {
+                const int64_t off = arow[r0 + i * STEP];
+                src = off >= 0 ? A + off : nullptr;
+            }
+            const bool ok = k_ok && src;
+            cp_async16(sA + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
         }
 #pragma unroll
         for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
-            int n;
-            const bool ok = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) && k_ok;
-            cp_async16(sB + dst + i * STEP * S::ROW, ok ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 + kbytes : A,
-                       ok ? 16 : 0);
+            const unsigned char *src;
+            if constexpr (HOLD) {
+                src = b_src[i];
+            } else {
+                int n;
+                src = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
+                                                                : nullptr;
+            }
+            const bool ok = k_ok && src;
+            cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
         }
     }
 };
@@ -623,6 +668,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         ld.init(a, t, nb, tid, arow_table);
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
         __syncthreads();
+        ld.hold_rows();
         sm90_scales<Cfg> bs;
         bs.init(warp, lane);
 #pragma unroll
@@ -720,7 +766,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         } else {
             __syncthreads();
         }
-        write_tile<Cfg>(a, t, nb, sC, tid, S::CONSUMERS + 128, rows_of(0));
+        write_tile<Cfg, S::CONSUMERS + 128>(a, t, nb, sC, tid, rows_of(0));
     } else {
         const int ntiles = num_tiles<Cfg>(a);
         if (tid == 0) {
@@ -788,7 +834,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
                 stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
-                write_tile<Cfg>(a, t, nb, sC, ctid, S::CONSUMERS, rows_of(set));
+                write_tile<Cfg, S::CONSUMERS>(a, t, nb, sC, ctid, rows_of(set));
                 mbar_arrive(&rows_free[set]);
                 n++;
             }

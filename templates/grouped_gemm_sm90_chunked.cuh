@@ -184,7 +184,7 @@ __device__ __forceinline__ void write_chunks(const mt_gemm_args &a, const tile_r
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
         stage_chunk<Cfg, C>(a, t, nb, warp, lane, acc, facc, sC);
         asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-        write_tile<chunk_cfg<Cfg>>(a, t, nb * S::CHUNKS + C, sC, wtid, 128, rows);
+        write_tile<chunk_cfg<Cfg>, 128>(a, t, nb * S::CHUNKS + C, sC, wtid, rows);
         write_chunks<Cfg, C + 1>(a, t, nb, warp, lane, wg, wtid, acc, facc, sC, rows);
     }
 }

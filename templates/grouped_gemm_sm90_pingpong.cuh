@@ -197,7 +197,7 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
         stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
-        write_tile<Cfg>(a, t, nb, sC, gtid, GT, sm.rows_of(set));
+        write_tile<Cfg, GT>(a, t, nb, sC, gtid, sm.rows_of(set));
         mbar_arrive(&sm.rows_free[set]);
     }
 }
