@@ -272,6 +272,17 @@ return {
     if p.ALOAD == "tma" and p.CLUSTER > 1 then
       return false, "CTA pairs copy their A rows by cp.async"
     end
+    -- The 64 x 128 fp16 pingpong tile with its rows by TMA gave wrong rows
+    -- now and then in the batched format on the H200 (session 27, call 3:
+    -- 3 of 5 runs of one gpu_moe case, with this session's templates and
+    -- with the ones before; relative error 7e-3, no NaN), as the swapped
+    -- "ws" tile below did in session 19. Suspected (not proved): a stage
+    -- whose copiers issue no cp.async lets their arrivals complete its
+    -- mbarrier before the lead's expect_tx counts the TMA bytes
+    -- (docs/RELIABILITY.md). Not offered there until that is settled.
+    if p.ALOAD == "tma" and p.format == "batched" and p.PIPE == "pingpong" then
+      return false, "pingpong: A rows by TMA in the batched format not offered (wrong rows seen, session 27)"
+    end
     if swapped(p) then
       if p.PIPE == "sync" then
         return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
