@@ -10,7 +10,8 @@
 # MT_PROFILE_EXTRA: more ncu options (e.g. "--section InstructionStats").
 # MT_PROFILE_SOURCE=1: also the per-instruction view (SourceCounters: where
 # the warps issue and stall, SASS line by line), kept as the report
-# ncu-NAME.ncu-rep and exported to ncu-NAME-sass.csv.
+# ncu-NAME.ncu-rep and exported to ncu-NAME-sass.csv (read it here with
+# scripts/ncu-sass.py: stall reasons, opcode mix, the hot loops).
 # With --db among the shape options, bench times the untuned default
 # pipeline before the tuned one, so the first kernels that match are the
 # default's: to profile the tuned pipeline, name its kernels in
