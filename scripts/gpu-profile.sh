@@ -39,9 +39,10 @@ for spec in "${runs[@]}"; do
     >"$out/ncu-$name.txt" 2>&1
   r=$?
   if [ $r = 0 ] && [ "${MT_PROFILE_SOURCE:-0}" = 1 ]; then
-    "$ncu" -i "$out/ncu-$name.ncu-rep" --page details >>"$out/ncu-$name.txt" 2>&1
-    "$ncu" -i "$out/ncu-$name.ncu-rep" --page source --csv --print-source sass \
-      >"$out/ncu-$name-sass.csv" 2>&1 || echo "== profile $name: no source page"
+    "$ncu" -i "$out/ncu-$name.ncu-rep" --page details >>"$out/ncu-$name.txt" 2>&1 &&
+      "$ncu" -i "$out/ncu-$name.ncu-rep" --page source --csv --print-source sass \
+        >"$out/ncu-$name-sass.csv" 2>>"$out/ncu-$name.txt" ||
+      { r=1; echo "== profile $name: the report's details or source page failed (ncu-$name.txt)"; }
   fi
   echo "== profile $name M=$m: exit $r"
   [ $r = 0 ] || { rc=1; tail -5 "$out/ncu-$name.txt"; }

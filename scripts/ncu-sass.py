@@ -20,6 +20,9 @@ import gzip
 import sys
 
 
+NEEDED = ("Source", "Instructions Executed", "Warp Stall Sampling (All Samples)")
+
+
 def read_kernels(path):
     opener = gzip.open if path.endswith(".gz") else open
     kernels, header = [], None
@@ -31,6 +34,10 @@ def read_kernels(path):
                 kernels.append({"name": row[1], "rows": []})
                 header = None
             elif row[0] == "Address":
+                missing = [c for c in NEEDED if c not in row]
+                if missing:
+                    raise SystemExit(f"ncu-sass: {path}: no column {missing[0]!r} (another ncu "
+                                     f"version's export?)")
                 header = row
             elif kernels and header and len(row) >= len(header) - 1:
                 kernels[-1]["rows"].append(dict(zip(header, row)))
@@ -84,7 +91,8 @@ def listing(kernel, at_least):
         if executed < at_least:
             continue
         samples = number(r["Warp Stall Sampling (All Samples)"])
-        top = max(stall_columns(r), key=lambda k: number(r[k]))[6:] if samples else ""
+        stalls = stall_columns(r)
+        top = max(stalls, key=lambda k: number(r[k]))[6:] if samples and stalls else ""
         print(f"{i:5d} {executed:11.0f} {samples:6.0f} {top:16s} {r['Source'].strip()}")
 
 

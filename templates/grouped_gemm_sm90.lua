@@ -273,10 +273,10 @@ return {
       return false, "CTA pairs copy their A rows by cp.async"
     end
     -- The 64 x 128 fp16 pingpong tile with its rows by TMA gave wrong rows
-    -- now and then in the batched format on the H200 (session 27, call 3:
-    -- 3 of 5 runs of one gpu_moe case, with this session's templates and
-    -- with the ones before; relative error 7e-3, no NaN), as the swapped
-    -- "ws" tile below did in session 19. Suspected (not proved): a stage
+    -- now and then in the batched format on the H200 (session 27: 4 of 6
+    -- gpu_moe runs of its cases, with this session's templates and with the
+    -- ones before, in three cases, once with NaN), as the swapped "ws" tile
+    -- below did in session 19. Suspected (not proved): a stage
     -- whose copiers issue no cp.async lets their arrivals complete its
     -- mbarrier before the lead's expect_tx counts the TMA bytes
     -- (docs/RELIABILITY.md). Not offered there until that is settled.
