@@ -18,9 +18,12 @@
 #            (gpu-bench-all.sh, MT_BENCH_REPS 10, one candidate, MT_BENCH_BUDGET
 #            default 175).
 #   runtime  gpu_runtime on the shipped database (MT_SHIPPED_DB).
-#   abdb     the tuned pipelines of .gpu/old.db against the shipped database
-#            at M = 8, 64, 256, 2048, alternating per problem, the peer's
-#            experts hit (as the tables; before session 25, the usual seeds).
+#   abdb     the tuned pipelines of .gpu/old.db (MT_AB_OLD_DB) against the
+#            shipped database's (MT_AB_NEW_DB: $OUT/nvidia-h200.db after a
+#            retune in the same call, to time the retune against what it
+#            replaces) at MT_AB_M (default 8, 64, 256, 2048), alternating
+#            per problem, the peer's experts hit (as the tables; before
+#            session 25, the usual seeds).
 #   abbin    the shipped database's tuned pipelines run by another build,
 #            .gpu/bin-old/moetune (gpu-prepare.sh with MT_STAGE_OLD=COMMIT;
 #            for a runtime change: launches, workspace),
@@ -30,6 +33,11 @@
 #   abearly  likewise, MT_AB_DB's (default the shipped database) under
 #            MOETUNE_PDL=late (no GEMM reads weights before its wait)
 #            against the default launches.
+#   repeat   a GPU test program's cases MT_REPEAT_N times (default 10),
+#            MT_REPEAT="PROGRAM:FILTER" (FILTER as for tests), first with the
+#            templates of .gpu/base (gpu-prepare.sh with MT_STAGE_BASE=COMMIT;
+#            skipped when not staged), then with the build's own: how many
+#            runs failed on each side, for a fault that comes and goes.
 #   sanitize gpu-sanitize.sh (its MT_SANITIZE_* settings).
 #   profile  gpu-profile.sh (its MT_PROFILE* settings), reports in the step logs.
 #   explore  `moetune tune` runs into databases of their own, for search
@@ -105,7 +113,10 @@ ab_sides() {
   return $rc
 }
 
-step_abdb() { ab_sides abdb 8,64,256,2048 "" .gpu/bin/moetune .gpu/old.db "" .gpu/bin/moetune "$shipped"; }
+step_abdb() {
+  ab_sides abdb "${MT_AB_M:-8,64,256,2048}" "" .gpu/bin/moetune "${MT_AB_OLD_DB:-.gpu/old.db}" \
+    "" .gpu/bin/moetune "${MT_AB_NEW_DB:-$shipped}"
+}
 
 step_abbin() {
   ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" "" .gpu/bin-old/moetune "$shipped" "" .gpu/bin/moetune "$shipped"
@@ -114,6 +125,27 @@ step_abbin() {
 step_abearly() {
   local db=${MT_AB_DB:-$shipped}
   ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" "" .gpu/bin/moetune "$db"
+}
+
+step_repeat() {
+  [ -n "${MT_REPEAT:-}" ] || { echo "== repeat: MT_REPEAT is empty"; return 1; }
+  local prog=${MT_REPEAT%%:*} filter=${MT_REPEAT#*:} n=${MT_REPEAT_N:-10} side name dir i fails rc=0
+  for side in "base|.gpu/base/templates" "build|"; do
+    IFS='|' read -r name dir <<<"$side"
+    if [ -n "$dir" ] && [ ! -d "$dir" ]; then
+      echo "== repeat: no $dir (MT_STAGE_BASE), its side skipped"
+      continue
+    fi
+    fails=0
+    for i in $(seq 1 "$n"); do
+      env ${dir:+MT_TEMPLATE_DIR="$PWD/$dir"} MT_GPU_GEMM_ONLY="$filter" timeout "${MT_TEST_TIMEOUT:-150}" \
+        ".gpu/bin/$prog" >"$out/steps/repeat-$name-$i.log" 2>&1 || fails=$((fails + 1))
+    done
+    echo "== repeat $prog ($filter), $name templates: $fails of $n runs failed;" \
+      "run 1: $(grep -E 'checks|PASSED|FAILED' "$out/steps/repeat-$name-1.log" | tail -2 | tr '\n' ' ')"
+    [ "$name" = base ] || [ "$fails" = 0 ] || rc=1
+  done
+  return $rc
 }
 
 step_sanitize() { scripts/gpu-sanitize.sh; }

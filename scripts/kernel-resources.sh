@@ -9,10 +9,21 @@
 # rules (65536 registers, a thread's registers rounded up to 8; 228 KiB of
 # shared memory, 1 KiB of it reserved per CTA; 2048 threads; 32 CTAs), and
 # which of those bound it.
-# Usage: scripts/kernel-resources.sh [DB] (default db/tuned/nvidia-h200.db)
+# With --current, each kernel's source is emitted afresh from the working
+# tree's templates (build/moetune gen emit) instead of the stored one: what a
+# template change does to the shipped kernels' registers and spills before
+# any retune. A "notes" column lists ptxas's warnings (the C75xx notes that
+# say it serialized the warpgroup MMAs).
+# Usage: scripts/kernel-resources.sh [--current] [DB] (default db/tuned/nvidia-h200.db)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+current=0
+if [ "${1:-}" = --current ]; then current=1; shift; fi
 db=${1:-db/tuned/nvidia-h200.db}
+moetune=build/moetune
+if [ "$current" = 1 ] && [ ! -x "$moetune" ]; then
+  echo "kernel-resources: --current needs $moetune (cmake --build build)" >&2; exit 2
+fi
 command -v sqlite3 >/dev/null || { echo "kernel-resources: needs the sqlite3 program" >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$nvcc" ] || { echo "kernel-resources: needs nvcc (the CUDA toolkit)" >&2; exit 2; }
@@ -21,12 +32,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # -readonly and immutable: reading never writes a journal next to the file.
 q() { sqlite3 -readonly "file:$db?immutable=1" "$@"; }
-echo "| kernel | arch | registers | barriers | stack B | spill st/ld B | static smem B | dynamic smem B | threads | CTAs/SM | used by |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| kernel | arch | registers | barriers | stack B | spill st/ld B | static smem B | dynamic smem B | threads | CTAs/SM | notes | used by |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 q "SELECT name, arch FROM kernel ORDER BY family, name" | while IFS='|' read -r name arch; do
-  q "SELECT writefile('$tmp/k.cu', source) FROM kernel WHERE name = '$name' AND arch = '$arch'" >/dev/null
+  if [ "$current" = 1 ]; then
+    MT_TEMPLATE_DIR="$PWD/templates" "$moetune" gen emit "$name" --arch "$arch" >"$tmp/k.cu" 2>"$tmp/emit.err" \
+      || { echo "| $name | $arch | not emitted: $(head -c 200 "$tmp/emit.err" | tr '\n|' '  ') | | | | | | | | | |"; continue; }
+  else
+    q "SELECT writefile('$tmp/k.cu', source) FROM kernel WHERE name = '$name' AND arch = '$arch'" >/dev/null
+  fi
   log=$("$nvcc" -arch="${arch/compute_/sm_}" -cubin -std=c++17 -Xptxas -v -o "$tmp/k.cubin" \
-        "$tmp/k.cu" 2>&1) || { echo "| $name | $arch | compile failed | | | | | | | | |"; continue; }
+        "$tmp/k.cu" 2>&1) || { echo "| $name | $arch | compile failed | | | | | | | | | |"; continue; }
+  notes=$(grep -o 'C75[0-9][0-9]' <<<"$log" | sort -u | tr '\n' ' ' || true)
   regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' <<<"$log" | tail -1)
   bars=$(sed -n 's/.*used \([0-9]*\) barriers.*/\1/p' <<<"$log" | tail -1)
   # [^0-9] before the number: a greedy .* would eat all but its last digit.
@@ -50,5 +67,5 @@ q "SELECT name, arch FROM kernel ORDER BY family, name" | while IFS='|' read -r 
             || ' M=' || e.M AS u FROM entry e JOIN problem_key k ON k.id = e.key_id \
             WHERE instr(e.pipeline, '=$name;') > 0 OR e.pipeline LIKE '%=$name' \
             ORDER BY k.E, k.quant, e.M)")
-  echo "| $name | $arch | ${regs:-?} | ${bars:-0} | ${stack:-0} | ${sst:-0}/${sld:-0} | ${smem:-0} | ${dyn:-?} | ${thr:-?} | $ctas | ${used:--} |"
+  echo "| $name | $arch | ${regs:-?} | ${bars:-0} | ${stack:-0} | ${sst:-0}/${sld:-0} | ${smem:-0} | ${dyn:-?} | ${thr:-?} | $ctas | ${notes:--} | ${used:--} |"
 done
