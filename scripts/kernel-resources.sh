@@ -12,8 +12,9 @@
 # With --current, each kernel's source is emitted afresh from the working
 # tree's templates (build/moetune gen emit) instead of the stored one: what a
 # template change does to the shipped kernels' registers and spills before
-# any retune. A "notes" column lists ptxas's warnings (the C75xx notes that
-# say it serialized the warpgroup MMAs).
+# any retune. A "notes" column lists ptxas's C75xx notes on the warpgroup
+# MMAs (C7514/C7520: it serialized them; C7519: it injected a warpgroup
+# arrive).
 # Usage: scripts/kernel-resources.sh [--current] [DB] (default db/tuned/nvidia-h200.db)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -90,4 +90,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    try:
+        sys.exit(main(sys.argv))
+    except BrokenPipeError:   # the output cut short by a pager or head
+        sys.exit(0)
