@@ -55,6 +55,21 @@ __device__ __forceinline__ void mbar_expect_bytes(uint64_t *bar, int bytes)
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
+/* The lead copier's arrival on a stage's `full` barrier together with the
+ * bytes its bulk copies will deliver (0: none), in one operation, before
+ * it issues them. The other copiers arrive by cp.async.mbarrier.arrive,
+ * which the hardware performs once their own copies landed, and with none
+ * in flight at once: nothing in PTX orders such an arrival after the same
+ * thread's earlier mbarrier.expect_tx, so with a separate expect_tx the
+ * barrier could complete before it expected the stage's bulk bytes (wrong
+ * rows now and then from tiles whose copiers issue no cp.async,
+ * docs/RELIABILITY.md session 27). A `full` barrier of a stage with bulk
+ * copies counts this arrival too (sm90_shape::FULL_LEAD). */
+__device__ __forceinline__ void mbar_arrive_expect_bytes(uint64_t *bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, uint64_t *bar, int k, int row, int part,
                                             int expert)
 {
@@ -166,6 +181,9 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int BAR_AT = PERSIST ? PIPE_BYTES + EPI_BYTES
                                           : (PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES);
     static constexpr int NBARS = 2 * Cfg::STAGES + (PERSIST ? 4 : 0);
+    /* Arrivals on a stage's `full` barrier besides one per copying thread:
+     * the lead's mbar_arrive_expect_bytes where a stage has bulk copies. */
+    static constexpr int FULL_LEAD = Cfg::BLOAD == 1 || Cfg::ALOAD == 1 ? 1 : 0;
     static constexpr int ROW_SETS = PERSIST ? 2 : 1;
     /* The MMA's N, and the accumulator fragments (of 8 columns) a thread
      * holds for it. */
@@ -327,8 +345,7 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         if constexpr (A_TMA || TMA) {
             if (lead) {
                 const int bytes = (A_TMA ? S::A_STAGE : 0) + (TMA && !b_issued ? S::B_STAGE : 0);
-                if (bytes)
-                    mbar_expect_bytes(full, bytes);
+                mbar_arrive_expect_bytes(full, bytes);
                 if constexpr (A_TMA)
                     tma_load_2d(sA, a.a_map, full, k0, a_row0);
                 if constexpr (TMA)
@@ -716,7 +733,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         bool last = true;   /* split-K: this CTA writes the tile out */
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
-                mbar_init(&full[s], 128);
+                mbar_init(&full[s], 128 + S::FULL_LEAD);
                 mbar_init(&empty[s], S::CONSUMERS);
             }
             mbar_init_fence();
@@ -771,7 +788,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         const int ntiles = num_tiles<Cfg>(a);
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
-                mbar_init(&full[s], 128);
+                mbar_init(&full[s], 128 + S::FULL_LEAD);
                 mbar_init(&empty[s], S::CONSUMERS);
             }
             for (int set = 0; set < 2; set++) {

@@ -272,17 +272,9 @@ return {
     if p.ALOAD == "tma" and p.CLUSTER > 1 then
       return false, "CTA pairs copy their A rows by cp.async"
     end
-    -- The 64 x 128 fp16 pingpong tile with its rows by TMA gave wrong rows
-    -- now and then in the batched format on the H200 (session 27: 4 of 6
-    -- gpu_moe runs of its cases, with this session's templates and with the
-    -- ones before, in three cases, once with NaN), as the swapped "ws" tile
-    -- below did in session 19. Suspected (not proved): a stage
-    -- whose copiers issue no cp.async lets their arrivals complete its
-    -- mbarrier before the lead's expect_tx counts the TMA bytes
-    -- (docs/RELIABILITY.md). Not offered there until that is settled.
-    if p.ALOAD == "tma" and p.format == "batched" and p.PIPE == "pingpong" then
-      return false, "pingpong: A rows by TMA in the batched format not offered (wrong rows seen, session 27)"
-    end
+    -- (main prunes the batched pingpong tiles with A rows by TMA, which gave
+    -- wrong rows now and then in session 27; this branch offers them again
+    -- so that gpu_moe checks them against the stage barrier fix.)
     if swapped(p) then
       if p.PIPE == "sync" then
         return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"

@@ -215,8 +215,9 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
         unsigned char *b = sB + stage * S::B_STAGE;
+        if (tid == 0)
+            mbar_arrive_expect_bytes(&full[stage], has_rows ? S::B_STAGE : 0);
         if (tid == 0 && has_rows) {
-            mbar_expect_bytes(&full[stage], S::B_STAGE);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 /* A fused tile's halves are parts (gate, up) of one box row
@@ -278,7 +279,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
-            mbar_init(&full[s], 128);
+            mbar_init(&full[s], 128 + S::FULL_LEAD);
             mbar_init(&empty[s], CL * S::CONSUMERS);   /* a pair: both CTAs' */
         }
         for (int set = 0; set < 2; set++) {

@@ -219,7 +219,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
-            mbar_init(&sm.full[s], S::HALF);
+            mbar_init(&sm.full[s], S::HALF + S::FULL_LEAD);
             mbar_init(&sm.empty[s], GT);
         }
         for (int set = 0; set < SETS; set++) {
