@@ -275,11 +275,8 @@ template <class Cfg, int LOADERS> struct sm90_loader {
          * both), then the weight scales' column groups. */
         if constexpr (HOLD && !TMA) {
 #pragma unroll
-            for (int i = 0; i < B_ITERS; i++) {
-                int n;
-                b_src[i] = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
-                                                                      : nullptr;
-            }
+            for (int i = 0; i < B_ITERS; i++)
+                b_src[i] = b_source(a, i);
         }
         constexpr int ROW_ITERS = A_TMA && S::SCALES == 0 ? 0 : (Cfg::BM + LOADERS - 1) / LOADERS;
         constexpr int ITERS = ROW_ITERS > SC_ITERS ? ROW_ITERS : SC_ITERS;
@@ -303,16 +300,28 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         }
     }
 
+    /* Where this thread's copy i of a stage starts (before K), nullptr
+     * where the tile has no such row: A row r0 + i * STEP from the table,
+     * weight row r0 + i * STEP. */
+    __device__ __forceinline__ const unsigned char *a_source(int i) const
+    {
+        const int64_t off = arow[r0 + i * STEP];
+        return off >= 0 ? A + off : nullptr;
+    }
+    __device__ __forceinline__ const unsigned char *b_source(const mt_gemm_args &a, int i) const
+    {
+        int n;
+        return weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 : nullptr;
+    }
+
     /* HOLD: this thread's A rows out of the table init filled (every
      * loader's part of it: after a barrier). */
     __device__ __forceinline__ void hold_rows()
     {
         if constexpr (HOLD && !A_TMA) {
 #pragma unroll
-            for (int i = 0; i < A_ITERS; i++) {
-                const int64_t off = arow[r0 + i * STEP];
-                a_src[i] = off >= 0 ? A + off : nullptr;
-            }
+            for (int i = 0; i < A_ITERS; i++)
+                a_src[i] = a_source(i);
         }
     }
 
@@ -358,25 +367,20 @@ template <class Cfg, int LOADERS> struct sm90_loader {
 #pragma unroll
         for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++) {
             const unsigned char *src;
-            if constexpr (HOLD) {
+            if constexpr (HOLD)
                 src = a_src[i];
-            } else {
-                const int64_t off = arow[r0 + i * STEP];
-                src = off >= 0 ? A + off : nullptr;
-            }
+            else
+                src = a_source(i);
             const bool ok = k_ok && src;
             cp_async16(sA + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
         }
 #pragma unroll
         for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
             const unsigned char *src;
-            if constexpr (HOLD) {
+            if constexpr (HOLD)
                 src = b_src[i];
-            } else {
-                int n;
-                src = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
-                                                                : nullptr;
-            }
+            else
+                src = b_source(a, i);
             const bool ok = k_ok && src;
             cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
         }
