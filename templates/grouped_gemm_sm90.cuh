@@ -212,8 +212,9 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * is a multiple of 8, so a thread's swizzled chunk position is fixed too.
  * The A row of each tile row (gathered token rows in the standard format,
  * the expert's rows in the batched one) is resolved once into a table in
- * shared memory (byte offset, -1: no row), so that copying threads keep few
- * registers; weight rows are computed as they go, or (BLOAD=tma) the first
+ * shared memory (byte offset, -1: no row), the loaders taking turns over
+ * the rows, and each thread then holds the sources of the rows it copies
+ * (below); weight rows are computed as they go, or (BLOAD=tma) the first
  * loader brings the stage's weight tile in with the tensor memory
  * accelerator: one box of BN rows, or for the fused activation two of
  * BN/2 (gate rows, up rows), zero-filled past the ends like the copies.
@@ -224,15 +225,19 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * are 4-byte cp.async copies, entry id + i * LOADERS by thread id, from
  * sources resolved once per tile (nullptr: a missing row or column, whose
  * scale is zero-filled).
- * HOLD ("sync", whose computing threads copy): each thread keeps the
- * sources of its own rows in registers, the weight rows' from init and the
- * A rows' read once out of the table (hold_rows, after the barrier that
- * follows init), so that a K tile's copies are an add and a cp.async each.
- * Resolving them for every K tile (a row table load, the weight row's
- * bounds and 64-bit offset) took most of the instructions of the "sync"
- * main loop, which its own threads issue between the MMAs (Nsight Compute,
- * docs/PERFORMANCE.md session 27). The copying warpgroups of the other
- * pipelines run on 72 registers and keep the table. */
+ * Held sources: each copying thread keeps the sources of its own A rows in
+ * registers, read once out of the table (hold_rows, after the barrier that
+ * follows init), so that a K tile's copy of a row is an add and a cp.async.
+ * Resolving them for every K tile (a row table load, then the row's 64-bit
+ * address, each waiting on the one before) took most of the instructions
+ * of the "sync" main loop, which its own threads issue between the MMAs
+ * (Nsight Compute, docs/PERFORMANCE.md session 27), and set the pace of
+ * the copying warpgroups of the other pipelines: a 128 x 128 "ws" tile's
+ * consumers waited for their stages on a fifth of their samples while the
+ * copiers sat on those loads (session 28). HOLD_B ("sync" with cp.async
+ * weights): the weight rows' sources too, from init; the copying
+ * warpgroups (72 registers) resolve weight rows as they go, or take them
+ * by TMA. */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
@@ -243,10 +248,14 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     static constexpr bool A_TMA = Cfg::ALOAD == 1;
     static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
     static constexpr int SC_ITERS = (S::SCALES + LOADERS - 1) / LOADERS;
-    static constexpr bool HOLD = Cfg::PIPE == 0;
-    static constexpr int HELD_A = HOLD && !A_TMA ? A_ITERS : 1, HELD_B = HOLD && !TMA ? B_ITERS : 1;
+    static constexpr bool HOLD_B = Cfg::PIPE == 0 && !TMA;
+    static constexpr int HELD_A = A_TMA ? 1 : A_ITERS, HELD_B = HOLD_B ? B_ITERS : 1;
     const unsigned char *A, *B;
-    const unsigned char *a_src[HELD_A], *b_src[HELD_B];   /* HOLD: a row's source, nullptr: none */
+    /* A row's source; where the tile has no such row, A itself, read for
+     * nothing (a zero-filling copy): bit i of a_rows / b_rows says which
+     * rows are there. One register of bits and no null test per copy. */
+    const unsigned char *a_src[HELD_A], *b_src[HELD_B];
+    unsigned a_rows, b_rows;
     const float *sc_src[SC_ITERS > 0 ? SC_ITERS : 1];   /* K block 0's scale of each entry */
     int sc_id;
     const int64_t *arow;   /* shared: BM byte offsets into A */
@@ -273,10 +282,14 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         /* Entries id + i * LOADERS: token rows first (their A offsets into
          * the table, their scales' sources: one lookup of the row serves
          * both), then the weight scales' column groups. */
-        if constexpr (HOLD && !TMA) {
+        if constexpr (HOLD_B) {
+            b_rows = 0;
 #pragma unroll
-            for (int i = 0; i < B_ITERS; i++)
-                b_src[i] = b_source(a, i);
+            for (int i = 0; i < B_ITERS; i++) {
+                const unsigned char *src = b_source(a, i);
+                b_src[i] = src ? src : A;
+                b_rows |= (src ? 1u : 0u) << i;
+            }
         }
         constexpr int ROW_ITERS = A_TMA && S::SCALES == 0 ? 0 : (Cfg::BM + LOADERS - 1) / LOADERS;
         constexpr int ITERS = ROW_ITERS > SC_ITERS ? ROW_ITERS : SC_ITERS;
@@ -300,28 +313,26 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         }
     }
 
-    /* Where this thread's copy i of a stage starts (before K), nullptr
-     * where the tile has no such row: A row r0 + i * STEP from the table,
-     * weight row r0 + i * STEP. */
-    __device__ __forceinline__ const unsigned char *a_source(int i) const
-    {
-        const int64_t off = arow[r0 + i * STEP];
-        return off >= 0 ? A + off : nullptr;
-    }
+    /* Where this thread's weight row copy i of a stage starts (before K),
+     * nullptr where the tile has no such row. */
     __device__ __forceinline__ const unsigned char *b_source(const mt_gemm_args &a, int i) const
     {
         int n;
         return weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 : nullptr;
     }
 
-    /* HOLD: this thread's A rows out of the table init filled (every
-     * loader's part of it: after a barrier). */
+    /* This thread's A rows out of the table init filled (every loader's
+     * part of it: the caller makes the loaders wait for each other first). */
     __device__ __forceinline__ void hold_rows()
     {
-        if constexpr (HOLD && !A_TMA) {
+        if constexpr (!A_TMA) {
+            a_rows = 0;
 #pragma unroll
-            for (int i = 0; i < A_ITERS; i++)
-                a_src[i] = a_source(i);
+            for (int i = 0; i < A_ITERS; i++) {
+                const int64_t off = arow[r0 + i * STEP];
+                a_src[i] = A + (off >= 0 ? off : 0);
+                a_rows |= (off >= 0 ? 1u : 0u) << i;
+            }
         }
     }
 
@@ -362,27 +373,25 @@ template <class Cfg, int LOADERS> struct sm90_loader {
                         tma_weights(a, sB, kt, nb, expert, full);
             }
         }
+        /* Past the end of K every copy reads nothing, from its row's start. */
         const bool k_ok = k0 + cc * S::EPC < a.K;
-        const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
+        const int64_t kbytes = k_ok ? (int64_t)k0 * Q::A_BITS / 8 + cc * 16 : 0;
+        const unsigned a_live = k_ok ? a_rows : 0u;
 #pragma unroll
-        for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++) {
-            const unsigned char *src;
-            if constexpr (HOLD)
-                src = a_src[i];
-            else
-                src = a_source(i);
-            const bool ok = k_ok && src;
-            cp_async16(sA + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
-        }
+        for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++)
+            cp_async16(sA + dst + i * STEP * S::ROW, a_src[i] + kbytes, (a_live >> i) & 1 ? 16 : 0);
+        if constexpr (HOLD_B) {
+            const unsigned b_live = k_ok ? b_rows : 0u;
 #pragma unroll
-        for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
-            const unsigned char *src;
-            if constexpr (HOLD)
-                src = b_src[i];
-            else
-                src = b_source(a, i);
-            const bool ok = k_ok && src;
-            cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
+            for (int i = 0; i < B_ITERS; i++)
+                cp_async16(sB + dst + i * STEP * S::ROW, b_src[i] + kbytes, (b_live >> i) & 1 ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
+                const unsigned char *src = b_source(a, i);
+                const bool ok = k_ok && src;
+                cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
+            }
         }
     }
 };
@@ -412,14 +421,30 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
  * tile columns 8j + 2 (lane % 4) + c of fragment j, or with SWAP the tile
  * transposed: weight rows (tile columns) 16 * warp + lane / 4 + 8h and
  * token rows 8j + 2 (lane % 4) + c. The same sums in the same order as
- * grouped_gemm.cuh's block_scales. */
-template <class Cfg> struct sm90_scales {
+ * grouped_gemm.cuh's block_scales.
+ * Unswapped, the tile's columns fall into SEGS segments of SEG columns
+ * whose weight rows lie in one 128-row scale block, and so share a weight
+ * scale: SEG divides 128 and the first weight row of every segment is a
+ * multiple of SEG (nb * OUT_COLS + s * SEG; for the fused activation's up
+ * half n_half + that, so only where n_half is a multiple of SEG:
+ * with_scales). With SEGMENTED a K block's fold takes one weight scale per
+ * segment and one product per token row and segment (2 * SEGS
+ * multiplications, not one per fragment and row: the 128-wide tile of the
+ * fp8 GEMM1s has a single segment), the same products, so the same sums.
+ * Else every fragment's own scale. A missing column's scale is its
+ * segment's, not 0: its sums are 0 (zero-filled weight rows) and it is
+ * never stored. */
+template <class Cfg, bool SEGMENTED = true> struct sm90_scales {
     using S = sm90_shape<Cfg>;
     static constexpr int NT = S::ACC_NT;
+    static constexpr int gcd(int x, int y) { return y ? gcd(y, x % y) : x; }
+    static constexpr int SEG = gcd(tile_shape<Cfg>::OUT_COLS, 128), SEGS = Cfg::BN / SEG, SEG_NT = SEG / 8;
+    static constexpr bool SEG_FOLD = SEGMENTED && !Cfg::SWAP;
     int warp, lane;
-    /* Unswapped: the token rows' (h) and the fragments' weight scales;
-     * swapped: the token rows' (j, c) and the weight rows' (h). */
-    float sa[Cfg::SWAP ? NT : 1][2], sw[Cfg::SWAP ? 2 : NT];
+    /* Unswapped: the token rows' (h) and the fragments' weight scales (or
+     * with SEG_FOLD the segments'); swapped: the token rows' (j, c) and the
+     * weight rows' (h). */
+    float sa[Cfg::SWAP ? NT : 1][2], sw[Cfg::SWAP ? 2 : SEG_FOLD ? SEGS : NT];
 
     __device__ __forceinline__ void init(int warp_, int lane_) { warp = warp_, lane = lane_; }
 
@@ -429,15 +454,29 @@ template <class Cfg> struct sm90_scales {
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 sa[0][h] = sc[warp * 16 + (lane >> 2) + 8 * h];
+            if constexpr (SEG_FOLD) {
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-                sw[j] = sc[Cfg::BM + j];
+                for (int s = 0; s < SEGS; s++)
+                    sw[s] = sc[Cfg::BM + s * SEG_NT];
+            } else {
+                /* The column groups' scales start 16-byte aligned (BM rows
+                 * of 4 bytes after the stage's start, BM a multiple of 64). */
+                static_assert(NT % 4 == 0 && Cfg::BM % 4 == 0, "column group scales in 16-byte loads");
+                const float4 *v = reinterpret_cast<const float4 *>(sc + Cfg::BM);
+#pragma unroll
+                for (int j = 0; j < NT / 4; j++) {
+                    const float4 f = v[j];
+                    sw[4 * j] = f.x, sw[4 * j + 1] = f.y, sw[4 * j + 2] = f.z, sw[4 * j + 3] = f.w;
+                }
+            }
         } else {
+            /* A thread's two token rows of fragment j are adjacent, at an
+             * even index: one 8-byte load. */
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int c = 0; c < 2; c++)
-                    sa[j][c] = sc[j * 8 + (lane & 3) * 2 + c];
+            for (int j = 0; j < NT; j++) {
+                const float2 f = *reinterpret_cast<const float2 *>(sc + j * 8 + (lane & 3) * 2);
+                sa[j][0] = f.x, sa[j][1] = f.y;
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 sw[h] = sc[Cfg::BM + warp * 2 + h];
@@ -446,20 +485,59 @@ template <class Cfg> struct sm90_scales {
 
     template <class Acc> __device__ __forceinline__ void fold(Acc (&acc)[1][NT][4], float (&facc)[1][NT][4]) const
     {
+        if constexpr (SEG_FOLD) {
+            float p[2][SEGS];
 #pragma unroll
-        for (int j = 0; j < NT; j++)
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                float s;
-                if constexpr (Cfg::SWAP)
-                    s = sa[j][q & 1] * sw[q >> 1];
-                else
-                    s = sa[0][q >> 1] * sw[j];
-                facc[0][j][q] += (float)acc[0][j][q] * s;
-                acc[0][j][q] = 0;
-            }
+                for (int s = 0; s < SEGS; s++)
+                    p[h][s] = sa[0][h] * sw[s];
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    facc[0][j][q] += (float)acc[0][j][q] * p[q >> 1][j / SEG_NT];
+                    acc[0][j][q] = 0;
+                }
+        } else {
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float s;
+                    if constexpr (Cfg::SWAP)
+                        s = sa[j][q & 1] * sw[q >> 1];
+                    else
+                        s = sa[0][q >> 1] * sw[j];
+                    facc[0][j][q] += (float)acc[0][j][q] * s;
+                    acc[0][j][q] = 0;
+                }
+        }
     }
 };
+
+/* f(bs) with this launch's fold of the block scales, bs initialized for
+ * computing warp `warp`: segmented (above) unless the fused activation's
+ * n_half is not a multiple of the segment, which only the fused block
+ * modes check, at run time; their main loop is then compiled twice, one
+ * copy per fold. A branch inside the fold let the compiler share its
+ * multiply-adds between the two, with a move per fragment into the
+ * registers they read (as many instructions as the products it saved). */
+template <class Cfg, class F>
+__device__ __forceinline__ void with_scales(const mt_gemm_args &a, int warp, int lane, F &&f)
+{
+    if constexpr (sm90_shape<Cfg>::BLOCK && tile_shape<Cfg>::FUSED && !Cfg::SWAP) {
+        if (a.n_half % sm90_scales<Cfg>::SEG != 0) {
+            sm90_scales<Cfg, false> bs;
+            bs.init(warp, lane);
+            f(bs);
+            return;
+        }
+    }
+    sm90_scales<Cfg> bs;
+    bs.init(warp, lane);
+    f(bs);
+}
 
 /* This computing warp's fragments into the fp32 tile sC (token rows, LDC
  * apart), scaled as stage_fragments (gemm_tile.cuh) scales them; with SWAP
@@ -526,6 +604,7 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
     if (rows_filled)
         mbar_arrive(rows_filled);
     asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
+    ld.hold_rows();
     for (int kt = kt0; kt < kt_end; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
@@ -690,34 +769,34 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
         __syncthreads();
         ld.hold_rows();
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
 #pragma unroll
-        for (int s = 0; s < Cfg::STAGES - 2; s++) {
-            if (s < k_tiles)
-                ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s);
-            cp_async_commit();
-        }
-        for (int kt = 0; kt < k_tiles; kt++) {
-            cp_async_wait<Cfg::STAGES - 3>();
-            fence_proxy_async();
-            __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
-            const int stage = kt % Cfg::STAGES;
-            mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-            const int nk = kt + Cfg::STAGES - 2;
-            const int ns = nk % Cfg::STAGES;
-            if (nk < k_tiles)
-                ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk);
-            cp_async_commit();
-            if constexpr (S::BLOCK) {
-                /* BK is the whole 128-wide scale block: fold every tile. */
-                wgmma_wait<0>();
-                bs.take(S::stage_scales(sB, stage));
-                bs.fold(acc, facc);
-            } else {
-                wgmma_wait<1>();
+            for (int s = 0; s < Cfg::STAGES - 2; s++) {
+                if (s < k_tiles)
+                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s);
+                cp_async_commit();
             }
-        }
+            for (int kt = 0; kt < k_tiles; kt++) {
+                cp_async_wait<Cfg::STAGES - 3>();
+                fence_proxy_async();
+                __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
+                const int stage = kt % Cfg::STAGES;
+                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                const int nk = kt + Cfg::STAGES - 2;
+                const int ns = nk % Cfg::STAGES;
+                if (nk < k_tiles)
+                    ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk);
+                cp_async_commit();
+                if constexpr (S::BLOCK) {
+                    /* BK is the whole 128-wide scale block: fold every tile. */
+                    wgmma_wait<0>();
+                    bs.take(S::stage_scales(sB, stage));
+                    bs.fold(acc, facc);
+                } else {
+                    wgmma_wait<1>();
+                }
+            }
+        });
         wgmma_wait<0>();
         cp_async_wait<0>();
         __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
@@ -759,9 +838,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_grow<216>();
             clear();
-            sm90_scales<Cfg> bs;
-            bs.init(warp, lane);
-            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+            with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+            });
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
              * (Every copy has landed: each stage's full barrier was waited
@@ -845,9 +924,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     continue;
                 const int set = n & 1;
                 clear();
-                sm90_scales<Cfg> bs;
-                bs.init(warp, lane);
-                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                });
                 it += k_tiles;
                 mbar_wait(&rows_filled[set], (n >> 1) & 1);
                 /* Every computing thread has written the last tile out: the

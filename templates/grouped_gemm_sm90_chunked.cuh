@@ -210,6 +210,7 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
         fill_out_rows<Cfg>(a, t, rows, tid, 128);
     mbar_arrive(rows_filled);
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    ld.hold_rows();
     for (int kt = 0; kt < k_tiles; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
@@ -364,12 +365,12 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
                 if constexpr (S::BLOCK)
                     facc[0][j][q] = 0.f;
             }
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
-        if constexpr (CL == 1)
-            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
-        else
-            compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+            if constexpr (CL == 1)
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+            else
+                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+        });
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);
         if (has_rows)

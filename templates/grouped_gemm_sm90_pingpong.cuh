@@ -132,6 +132,7 @@ __device__ __forceinline__ void pingpong_copier(const mt_gemm_args &a, const pin
         }
         mbar_arrive(&sm.rows_filled[set]);
         asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(S::HALF) : "memory");
+        ld.hold_rows();
         if (n > 0)   /* the other half issued the tile before */
             mbar_wait(&sm.copy_turn[H], ((n - 1) / 2) & 1);
         for (int kt = 0, it = n * k_tiles; kt < k_tiles; kt++, it++) {
@@ -185,13 +186,13 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
                 if constexpr (S::BLOCK)
                     facc[0][j][q] = 0.f;
             }
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
         /* The groups' main loops take turns: this one starts once the other
          * group's went through the tile before. */
         if (n > 0)
             mbar_wait(&sm.turn[G], ((n - 1) / 2) & 1);
-        compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+            compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        });
         mbar_arrive(&sm.turn[1 - G]);
         /* This group has written its last tile out: its fp32 tile is free. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
