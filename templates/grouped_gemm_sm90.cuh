@@ -45,9 +45,11 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 /* The tensor memory accelerator (BLOAD=tma): one thread adds the bytes a
- * stage's bulk copies will bring to the stage's `full` barrier, then issues
- * them; the phase completes once those bytes and the expected arrivals
- * have come. The descriptor is the kernel argument's b_map (the kernel
+ * stage's bulk copies will bring to the stage's `full` barrier (with its
+ * arrival, mbar_arrive_expect_bytes below; alone only for the weight tiles
+ * requested before the wait, load_weights_early), then issues them; the
+ * phase completes once those bytes and the expected arrivals have come.
+ * The descriptor is the kernel argument's b_map (the kernel
  * parameter is __grid_constant__, so its address is a generic address of
  * the parameter). Coordinates: element along K, row, part, expert. */
 __device__ __forceinline__ void mbar_expect_bytes(uint64_t *bar, int bytes)
@@ -255,7 +257,8 @@ template <class Cfg, int LOADERS> struct sm90_loader {
      * nothing (a zero-filling copy): bit i of a_rows / b_rows says which
      * rows are there. One register of bits and no null test per copy. */
     const unsigned char *a_src[HELD_A], *b_src[HELD_B];
-    unsigned a_rows, b_rows;
+    unsigned a_rows = 0, b_rows = 0;
+    static_assert(A_ITERS <= 32 && (!HOLD_B || B_ITERS <= 32), "a bit per held row");
     const float *sc_src[SC_ITERS > 0 ? SC_ITERS : 1];   /* K block 0's scale of each entry */
     int sc_id;
     const int64_t *arow;   /* shared: BM byte offsets into A */
@@ -429,8 +432,9 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
  * half n_half + that, so only where n_half is a multiple of SEG:
  * with_scales). With SEGMENTED a K block's fold takes one weight scale per
  * segment and one product per token row and segment (2 * SEGS
- * multiplications, not one per fragment and row: the 128-wide tile of the
- * fp8 GEMM1s has a single segment), the same products, so the same sums.
+ * multiplications, not one per fragment and row: a tile up to 128 columns
+ * wide has one segment, or two with the fused activation), the same
+ * products, so the same sums.
  * Else every fragment's own scale. A missing column's scale is its
  * segment's, not 0: its sums are 0 (zero-filled weight rows) and it is
  * never stored. */
@@ -690,7 +694,8 @@ __device__ __forceinline__ int load_weights_early(const mt_gemm_args &a, const t
  * entry) setmaxnreg moves registers from the copiers (72) to the
  * accumulators (216): 128 * 72 + 256 * 216 <= 64K (not with SWAP, whose
  * accumulators are small); per stage a `full` mbarrier (the
- * copying threads' cp.async completions) and an `empty` one (every
+ * copying threads' cp.async completions, and with bulk copies the lead's
+ * arrival with their bytes) and an `empty` one (every
  * computing thread, once its MMAs on the stage completed), so the copies
  * run up to STAGES tiles ahead without CTA barriers. With Cfg::SPLIT_K
  * (swapped decode tiles) SPLIT_K CTAs share an output tile, each
@@ -905,8 +910,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 const int set = n & 1;
                 if (n >= 2)   /* the tile two back, written out from this set */
                     mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
-                /* Every copier has issued the last tile's copies: the A row
-                 * table may change. */
+                /* Every copier has read its rows of the last tile out of the
+                 * A row table (hold_rows): it may change. */
                 asm volatile("bar.sync 1, 128;\n" ::: "memory");
                 copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full,
                                empty, k_tiles, it, 0, b_early);

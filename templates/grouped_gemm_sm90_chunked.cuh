@@ -333,7 +333,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             const int set = n & 1;
             if (n >= 2)   /* the tile two back, written out from this set */
                 mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
-            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the A row table may change */
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* rows held (hold_rows): the A row table may change */
             if constexpr (CL == 1)
                 copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full, empty,
                                k_tiles, n * k_tiles);

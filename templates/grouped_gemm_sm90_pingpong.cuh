@@ -24,7 +24,9 @@
  * of the tile before is done): the ring is filled and drained in order, and
  * nobody waits on a stage a lap ahead (a full barrier's parity tells one
  * lap from the next only). A stage is filled by one half (its `full`
- * barrier counts 64 arrivals) and consumed by one group (`empty`: 128).
+ * barrier counts 64 arrivals, and one more, the lead's with the bulk
+ * bytes, where a stage has bulk copies) and consumed by one group
+ * (`empty`: 128).
  *
  * Row sets: SETS = 4, two per half and group, so a half can resolve tile
  * n + 2 while tile n is still being written. A set also carries the tile's
@@ -120,8 +122,8 @@ __device__ __forceinline__ void pingpong_copier(const mt_gemm_args &a, const pin
         const int set = n % SETS;
         if (n >= SETS)   /* the tile SETS back, written out from this set */
             mbar_wait(&sm.rows_free[set], (n / SETS - 1) & 1);
-        /* Every thread of the half has issued its last tile's copies: its
-         * A row table may change. */
+        /* Every thread of the half has read its rows of the last tile out
+         * of its A row table (hold_rows): the table may change. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(S::HALF) : "memory");
         sm90_loader<Cfg, S::HALF> ld;
         ld.init(a, t, nb, hid, sm.arow_table(H));
