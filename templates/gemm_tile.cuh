@@ -64,13 +64,18 @@ template <int LDC> __device__ __forceinline__ void epi_store2(float *sC, int r, 
 {
     *reinterpret_cast<float2 *>(sC + epi_at<LDC>(r, col)) = make_float2(v0, v1);
 }
-/* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads. */
+/* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads,
+ * issued where they are written (volatile: write_tile loads a batch of
+ * vectors ahead of the stores that use some of them, and the compiler would
+ * otherwise move each load down next to its store, behind the test of the
+ * row, one shared-memory latency after the other). */
 template <int LDC> __device__ __forceinline__ void epi_load8(const float *sC, int r, int col, float (&v)[8])
 {
-    const float4 lo = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col));
-    const float4 hi = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col + 4));
-    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
-    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(v[4 * h]), "=f"(v[4 * h + 1]), "=f"(v[4 * h + 2]), "=f"(v[4 * h + 3])
+                     : "r"(smem_addr(sC + epi_at<LDC>(r, col + 4 * h))));
 }
 
 /* Fragment geometry and epilogue sizes of a Cfg (see the file comment). */
@@ -458,24 +463,18 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     const int out_limit = S::FUSED ? a.n_half : a.N;
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
-    auto write_vec = [&](int r, int cc) {
-        const int col0 = nb * S::OUT_COLS + cc * 8;
-        if (col0 >= out_limit)
-            return;
-        int64_t crow;
-        float w;
+    /* Output row and router weight of tile row r; false: no such row. */
+    auto row_of = [&](int r, int64_t *crow, float *w) {
         if (rows.crow) {
-            crow = rows.crow[r];
-            w = rows.w[r];
-            if (crow < 0)
-                return;
-        } else if (!out_row<Cfg>(a, t, r, &crow, &w)) {
-            return;
+            *crow = rows.crow[r];
+            *w = rows.w[r];
+            return *crow >= 0;
         }
-        float v[8], up[8];
-        epi_load8<S::LDC>(sC, r, cc * 8, v);
-        if constexpr (S::FUSED)
-            epi_load8<S::LDC>(sC, r, cc * 8 + Cfg::BN / 2, up);
+        return out_row<Cfg>(a, t, r, crow, w);
+    };
+    /* The vector's values (v: the staged row, up: a fused tile's up half)
+     * weighted and activated. */
+    auto weigh_vec = [&](float w, float (&v)[8], const float (&up)[8]) {
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             /* Gate and up are rounded to the element type first, as the
@@ -486,6 +485,9 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             else
                 v[q] = v[q] * w;
         }
+    };
+    /* ... and stored, or summed. */
+    auto store_vec = [&](int64_t crow, int col0, float (&v)[8]) {
         if constexpr (sums_topk_of<Cfg>::value) {
             static_assert(Cfg::FORMAT == 0 && !S::FUSED, "the topk sum: GEMM2 of the standard format");
 #pragma unroll
@@ -503,15 +505,59 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
         *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
     };
     if constexpr (NTHREADS % OC == 0) {
+        /* A thread's vectors in batches: the row lookups of a batch, then
+         * its staged values (every row of the tile is staged, so they are
+         * read whether the row is there or not), then its stores. One
+         * vector after the other, each store waited on its row lookup and
+         * the loads behind it: a chain of shared-memory latencies per
+         * vector that set the pace of a short-K tile's epilogue. */
         constexpr int RSTEP = NTHREADS / OC, ITERS = (Cfg::BM + RSTEP - 1) / RSTEP;
-        const int r0 = tid / OC, cc = tid % OC;
+        constexpr int BATCH = S::FUSED ? 2 : 4;
+        const int r0 = tid / OC, cc = tid % OC, col0 = nb * S::OUT_COLS + cc * 8;
+        if (col0 >= out_limit)
+            return;
 #pragma unroll
-        for (int i = 0; i < ITERS; i++)
-            if (Cfg::BM % RSTEP == 0 || r0 + i * RSTEP < Cfg::BM)
-                write_vec(r0 + i * RSTEP, cc);
+        for (int i0 = 0; i0 < ITERS; i0 += BATCH) {
+            int64_t crow[BATCH];
+            float w[BATCH], v[BATCH][8], up[S::FUSED ? BATCH : 1][8];
+            bool in[BATCH], live[BATCH];   /* a row of the tile; one to store */
+#pragma unroll
+            for (int b = 0; b < BATCH; b++) {
+                const int i = i0 + b, r = r0 + i * RSTEP;
+                crow[b] = 0, w[b] = 0.f;
+                in[b] = i < ITERS && (Cfg::BM % RSTEP == 0 || r < Cfg::BM);
+                live[b] = in[b] && row_of(r, &crow[b], &w[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (in[b]) {
+                    const int r = r0 + (i0 + b) * RSTEP;
+                    epi_load8<S::LDC>(sC, r, cc * 8, v[b]);
+                    if constexpr (S::FUSED)
+                        epi_load8<S::LDC>(sC, r, cc * 8 + Cfg::BN / 2, up[b]);
+                }
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (in[b])
+                    weigh_vec(w[b], v[b], up[S::FUSED ? b : 0]);
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (live[b])
+                    store_vec(crow[b], col0, v[b]);
+        }
     } else {
-        for (int c = tid; c < Cfg::BM * OC; c += NTHREADS)
-            write_vec(c / OC, c % OC);
+        for (int c = tid; c < Cfg::BM * OC; c += NTHREADS) {
+            const int r = c / OC, col0 = nb * S::OUT_COLS + (c % OC) * 8;
+            int64_t crow;
+            float w, v[8], up[8];
+            if (col0 >= out_limit || !row_of(r, &crow, &w))
+                continue;
+            epi_load8<S::LDC>(sC, r, (c % OC) * 8, v);
+            if constexpr (S::FUSED)
+                epi_load8<S::LDC>(sC, r, (c % OC) * 8 + Cfg::BN / 2, up);
+            weigh_vec(w, v, up);
+            store_vec(crow, col0, v);
+        }
     }
 }
 
