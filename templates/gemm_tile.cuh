@@ -65,15 +65,16 @@ template <int LDC> __device__ __forceinline__ void epi_store2(float *sC, int r, 
     *reinterpret_cast<float2 *>(sC + epi_at<LDC>(r, col)) = make_float2(v0, v1);
 }
 /* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads,
- * issued where they are written (volatile: write_tile loads a batch of
- * vectors ahead of the stores that use some of them, and the compiler would
- * otherwise move each load down next to its store, behind the test of the
- * row, one shared-memory latency after the other). */
+ * issued where they are written (volatile, for the compiler and in the PTX
+ * for ptxas: write_tile loads a batch of vectors ahead of the stores that
+ * use some of them, and each load would otherwise move down next to its
+ * store, behind the test of the row, one shared-memory latency after the
+ * other). */
 template <int LDC> __device__ __forceinline__ void epi_load8(const float *sC, int r, int col, float (&v)[8])
 {
 #pragma unroll
     for (int h = 0; h < 2; h++)
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+        asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                      : "=f"(v[4 * h]), "=f"(v[4 * h + 1]), "=f"(v[4 * h + 2]), "=f"(v[4 * h + 3])
                      : "r"(smem_addr(sC + epi_at<LDC>(r, col + 4 * h))));
 }
@@ -538,12 +539,10 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
                 }
 #pragma unroll
             for (int b = 0; b < BATCH; b++)
-                if (in[b])
+                if (live[b]) {
                     weigh_vec(w[b], v[b], up[S::FUSED ? b : 0]);
-#pragma unroll
-            for (int b = 0; b < BATCH; b++)
-                if (live[b])
                     store_vec(crow[b], col0, v[b]);
+                }
         }
     } else {
         for (int c = tid; c < Cfg::BM * OC; c += NTHREADS) {
