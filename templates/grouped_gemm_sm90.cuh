@@ -401,7 +401,9 @@ template <class Cfg, int LOADERS> struct sm90_loader {
 
 /* The MMAs of one stage for warpgroup wg: KSTEPS wgmma, committed as one
  * group. Descriptor addresses are in 16-byte units: a K step is +2. The
- * warpgroup's 64 rows are token rows, or (SWAP) weight rows. */
+ * warpgroup's 64 rows are token rows, or (SWAP) weight rows. The block
+ * modes' first MMA of a stage writes its product over the accumulators
+ * (scale-d 0): they hold the last K tile's sums, which the fold took. */
 template <class Cfg, class Acc>
 __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, const unsigned char *sB, int wg)
 {
@@ -411,12 +413,13 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < S::KSTEPS; kk++)
-        Cfg::mma(acc, da + 2 * kk, db + 2 * kk);
+        Cfg::mma(acc, da + 2 * kk, db + 2 * kk, S::BLOCK && kk == 0 ? 0 : 1);
     wgmma_commit();
 }
 
 /* Block modes: the fold of one K block's sums into the scaled sums,
- * facc += acc * a_scale * w_scale (then acc = 0), with the scales of the
+ * facc += acc * a_scale * w_scale (the next K block's first MMA then
+ * overwrites acc, mma_stage: no moves to zero it), with the scales of the
  * stage the K block came in (sm90_shape: sc[r] of token row r, sc[BM + g]
  * of tile columns 8g .. 8g + 7): take() reads this thread's scales out of
  * the stage, after which the stage may go back to the copiers, and fold()
@@ -499,10 +502,8 @@ template <class Cfg, bool SEGMENTED = true> struct sm90_scales {
 #pragma unroll
             for (int j = 0; j < NT; j++)
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
+                for (int q = 0; q < 4; q++)
                     facc[0][j][q] += (float)acc[0][j][q] * p[q >> 1][j / SEG_NT];
-                    acc[0][j][q] = 0;
-                }
         } else {
 #pragma unroll
             for (int j = 0; j < NT; j++)
@@ -514,11 +515,26 @@ template <class Cfg, bool SEGMENTED = true> struct sm90_scales {
                     else
                         s = sa[0][q >> 1] * sw[j];
                     facc[0][j][q] += (float)acc[0][j][q] * s;
-                    acc[0][j][q] = 0;
                 }
         }
     }
 };
+
+/* A new output tile's sums start at 0: acc, or in the block modes facc
+ * (the first MMA of every K tile overwrites acc, mma_stage, so that acc
+ * only needs a defined value once, at its declaration). */
+template <class Cfg, class AccT, class FAccT> __device__ __forceinline__ void clear_sums(AccT &acc, FAccT &facc)
+{
+#pragma unroll
+    for (int j = 0; j < sm90_shape<Cfg>::ACC_NT; j++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            if constexpr (sm90_shape<Cfg>::BLOCK)
+                facc[0][j][q] = 0.f;
+            else
+                acc[0][j][q] = 0;
+        }
+}
 
 /* f(bs) with this launch's fold of the block scales, bs initialized for
  * computing warp `warp`: segmented (above) unless the fused activation's
@@ -748,19 +764,13 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     /* Computing threads: every thread in "sync", else every warpgroup but
      * the first. */
     const int ctid = Cfg::PIPE == 0 ? tid : tid - 128;
-    const int warp = ctid >> 5, wg = warp / 4;
-    Acc acc[1][S::ACC_NT][4];
+    /* The warpgroup index as the compiler sees a warp-uniform value (read
+     * from lane 0), so that the MMAs' descriptors of its rows are built in
+     * uniform registers, as grouped_gemm_sm90_chunked.cuh's are. */
+    const int warp = ctid >> 5, wg = __shfl_sync(0xffffffffu, warp / 4, 0);
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
-    auto clear = [&]() {
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
-    };
+    auto clear = [&]() { clear_sums<Cfg>(acc, facc); };
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
 
     if constexpr (Cfg::PIPE == 0) {
@@ -853,8 +863,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             using Bar = group_barrier<2, S::CONSUMERS>;
             Bar::sync();
             if constexpr (SK > 1) {
-                /* The block modes' sums are in facc (acc is 0 after the
-                 * last fold). Only the tile's last CTA writes it out. */
+                /* The block modes' sums are in facc (acc holds the last K
+                 * tile's, already folded). Only the tile's last CTA writes
+                 * it out. */
                 if constexpr (S::BLOCK)
                     last = split_k_reduce<Cfg, S::CONSUMERS, Bar>(a, tile, split, ctid, facc);
                 else

@@ -111,7 +111,9 @@ local function mma_wrapper(p)
     dlist[#dlist + 1] = "%" .. i
     cons[#cons + 1] = string.format('"+%s"(d[0][%d][%d])', int and "r" or "f", i // 4, i % 4)
   end
-  -- scale-d is a predicate; the accumulators always carry the running sum.
+  -- scale-d is a predicate from the last operand: 1 adds the product to
+  -- the accumulators, 0 overwrites them with it (the block modes' first MMA
+  -- of a K tile: their fold leaves the last K tile's sums behind).
   local tail = (p.quant == "none") and "p, 1, 1, 0, 0" or (int and "p" or "p, 1, 1")
   local asm = string.format(
     '"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n%s {%s}, %%%d, %%%d, %s;\\n}\\n"',
@@ -122,11 +124,11 @@ local function mma_wrapper(p)
     lines[#lines + 1] = table.concat(cons, ", ", i, math.min(i + 7, #cons))
   end
   return string.format([[
-    static __device__ __forceinline__ void mma(%s (&d)[1][%d][4], uint64_t da, uint64_t db)
+    static __device__ __forceinline__ void mma(%s (&d)[1][%d][4], uint64_t da, uint64_t db, int scale_d)
     {
         asm volatile(%s
             : %s
-            : "l"(da), "l"(db), "r"(1));
+            : "l"(da), "l"(db), "r"(scale_d));
     }]], acc, n // 8, asm, table.concat(lines, ",\n              "))
 end
 

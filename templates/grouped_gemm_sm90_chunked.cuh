@@ -353,18 +353,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
      * (grouped_gemm_sm90_pingpong.cuh). */
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
     float *sC = reinterpret_cast<float *>(smem + S::EPI_AT + wg * S::GROUP_EPI_BYTES);
-    Acc acc[1][S::ACC_NT][4];
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
     walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
+        clear_sums<Cfg>(acc, facc);
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
             if constexpr (CL == 1)
                 compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);

@@ -170,7 +170,7 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
     constexpr int SETS = S::SETS, GT = S::GROUP_THREADS;
     const int gtid = threadIdx.x - 128 - G * GT, warp = gtid >> 5, lane = threadIdx.x & 31;
     float *sC = reinterpret_cast<float *>(sm.epi + G * S::EPI_BYTES);
-    Acc acc[1][S::ACC_NT][4];
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
     for (int n = G;; n += 2) {
         const int set = n % SETS;
@@ -180,14 +180,7 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
             break;
         const tile_rows t{info[0], info[1], info[2], info[3]};
         const int nb = info[4];
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
+        clear_sums<Cfg>(acc, facc);
         /* The groups' main loops take turns: this one starts once the other
          * group's went through the tile before. */
         if (n > 0)
