@@ -29,7 +29,7 @@
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
  * BK, GROUP_M, STAGES, WARPS_M = BM/16 or with SWAP BN/16, WARPS_N = 1) plus
- * PIPE, BLOAD (0: weights by cp.async, 1: by TMA, "ws" and "persist" only),
+ * PIPE, BLOAD (0: weights by cp.async, 1: by TMA),
  * ALOAD (0: A rows by cp.async, 1: by TMA from rows laid out per expert),
  * SWAP and the generated static mma(acc, desc_a, desc_b).
  */
@@ -186,6 +186,9 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     /* Arrivals on a stage's `full` barrier besides one per copying thread:
      * the lead's mbar_arrive_expect_bytes where a stage has bulk copies. */
     static constexpr int FULL_LEAD = Cfg::BLOAD == 1 || Cfg::ALOAD == 1 ? 1 : 0;
+    /* "sync" with TMA weight loads: a stage's `full` barrier counts the
+     * lead's arrival alone (its other copies are cp.async groups). */
+    static constexpr bool SYNC_TMA = Cfg::PIPE == 0 && Cfg::BLOAD == 1;
     static constexpr int ROW_SETS = PERSIST ? 2 : 1;
     /* The MMA's N, and the accumulator fragments (of 8 columns) a thread
      * holds for it. */
@@ -205,7 +208,6 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static_assert(Cfg::SWAP ? Cfg::BN % 64 == 0 && Cfg::BM % 16 == 0 && Cfg::PIPE != 0
                             : Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0,
                   "tile does not split into warpgroups");
-    static_assert(Cfg::BLOAD == 0 || Cfg::PIPE != 0, "TMA weight loads need a copying warpgroup");
     static_assert(Cfg::ALOAD == 0 || Cfg::PIPE != 0, "TMA row loads need a copying warpgroup");
 };
 
@@ -705,6 +707,10 @@ __device__ __forceinline__ int load_weights_early(const mt_gemm_args &a, const t
  * tile; the copy of tile kt + STAGES - 2 is issued while the MMAs of tile
  * kt run, and one MMA group stays in flight across the barrier (a buffer is
  * rewritten only after the MMAs of two tiles back completed everywhere).
+ * With BLOAD=tma thread 0 brings each stage's weight tile in by TMA, its
+ * arrival with the bytes on the stage's `full` barrier, on which every
+ * thread waits before the stage's MMAs: the other threads then copy only
+ * the A rows (and scales), a third of a 64 x 128 tile's row copies.
  * PIPE 1 ("ws"): warp-specialized. Warpgroup 0 only copies, the others only
  * compute; with two computing warpgroups (384 threads, 168 registers each at
  * entry) setmaxnreg moves registers from the copiers (72) to the
@@ -782,33 +788,51 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         sm90_loader<Cfg, S::CONSUMERS> ld;
         ld.init(a, t, nb, tid, arow_table);
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
+        if constexpr (S::SYNC_TMA) {
+            if (tid == 0) {
+                for (int s = 0; s < Cfg::STAGES; s++)
+                    mbar_init(&full[s], S::FULL_LEAD);
+                mbar_init_fence();
+            }
+        }
         __syncthreads();
         ld.hold_rows();
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
 #pragma unroll
             for (int s = 0; s < Cfg::STAGES - 2; s++) {
                 if (s < k_tiles)
-                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s);
+                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s, &full[s]);
                 cp_async_commit();
             }
-            for (int kt = 0; kt < k_tiles; kt++) {
-                cp_async_wait<Cfg::STAGES - 3>();
-                fence_proxy_async();
-                __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
-                const int stage = kt % Cfg::STAGES;
-                mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-                const int nk = kt + Cfg::STAGES - 2;
-                const int ns = nk % Cfg::STAGES;
-                if (nk < k_tiles)
-                    ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk);
-                cp_async_commit();
-                if constexpr (S::BLOCK) {
-                    /* BK is the whole 128-wide scale block: fold every tile. */
-                    wgmma_wait<0>();
-                    bs.take(S::stage_scales(sB, stage));
-                    bs.fold(acc, facc);
-                } else {
-                    wgmma_wait<1>();
+            /* STAGES K tiles a round, unrolled: a K tile's ring stage, and
+             * so every shared-memory address of its MMAs, copies and
+             * scales, is a constant of its copy of the body. */
+            for (int kt0 = 0; kt0 < k_tiles; kt0 += Cfg::STAGES) {
+#pragma unroll
+                for (int stage = 0; stage < Cfg::STAGES; stage++) {
+                    const int kt = kt0 + stage;
+                    if (kt >= k_tiles)
+                        break;
+                    cp_async_wait<Cfg::STAGES - 3>();
+                    fence_proxy_async();
+                    __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
+                    if constexpr (S::SYNC_TMA)   /* and its weight tile */
+                        mbar_wait(&full[stage], (kt0 / Cfg::STAGES) & 1);
+                    mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                    const int nk = kt + Cfg::STAGES - 2;
+                    const int ns = (stage + Cfg::STAGES - 2) % Cfg::STAGES;
+                    if (nk < k_tiles)
+                        ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk,
+                                &full[ns]);
+                    cp_async_commit();
+                    if constexpr (S::BLOCK) {
+                        /* BK is the whole 128-wide scale block: fold every tile. */
+                        wgmma_wait<0>();
+                        bs.take(S::stage_scales(sB, stage));
+                        bs.fold(acc, facc);
+                    } else {
+                        wgmma_wait<1>();
+                    }
                 }
             }
         });
