@@ -429,8 +429,15 @@ __device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &
  * of global loads per 16-byte vector. The caller orders the fill before
  * write_tile with a barrier. */
 struct out_rows {
+    static constexpr bool TABLE = true;
     int64_t *crow;
     float *w;
+};
+/* No table: write_tile resolves each row where it writes it (the kernels
+ * whose tiles fill none). A type of its own, so that a kernel with a table
+ * carries no code for the other case, and no test of the pointer per row. */
+struct rows_here {
+    static constexpr bool TABLE = false;
 };
 template <class Cfg>
 __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_rows &t, out_rows rows,
@@ -441,8 +448,8 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
             rows.crow[r] = -1;
 }
 
-/* rows: the tile's output rows from fill_out_rows, or crow == nullptr to
- * resolve each row where it is written. The tile's 16-byte output vectors
+/* rows: the tile's output rows from fill_out_rows (out_rows), or rows_here
+ * to resolve each row where it is written. The tile's 16-byte output vectors
  * (row c / OC, column chunk c % OC) are dealt over NTHREADS threads,
  * vectors tid, tid + NTHREADS, ...; where NTHREADS is a multiple of OC a
  * thread keeps its column chunk and its rows are NTHREADS / OC apart, and
@@ -455,9 +462,9 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
  * the launcher: the topk sum of the reduce step, done here in fp32 with
  * reductions in global memory (in no fixed order; the runtime's reduce
  * step then rounds each sum to T once). */
-template <class Cfg, int NTHREADS>
+template <class Cfg, int NTHREADS, class Rows = rows_here>
 __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
-                                           const float *sC, int tid, out_rows rows = {nullptr, nullptr})
+                                           const float *sC, int tid, Rows rows = Rows{})
 {
     using T = typename Cfg::T;
     using S = tile_shape<Cfg>;
@@ -466,12 +473,13 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     T *C = static_cast<T *>(a.C);
     /* Output row and router weight of tile row r; false: no such row. */
     auto row_of = [&](int r, int64_t *crow, float *w) {
-        if (rows.crow) {
+        if constexpr (Rows::TABLE) {
             *crow = rows.crow[r];
             *w = rows.w[r];
             return *crow >= 0;
+        } else {
+            return out_row<Cfg>(a, t, r, crow, w);
         }
-        return out_row<Cfg>(a, t, r, crow, w);
     };
     /* The vector's values (v: the staged row, up: a fused tile's up half)
      * weighted and activated. */
@@ -561,10 +569,10 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
 }
 
 /* Both halves, for kernels whose every thread holds fragments. */
-template <class Cfg, class Acc, class FAcc>
+template <class Cfg, class Acc, class FAcc, class Rows = rows_here>
 __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
                                            int warp_n, const Acc &acc, const FAcc &facc,
-                                           unsigned char *smem, out_rows rows = {nullptr, nullptr})
+                                           unsigned char *smem, Rows rows = Rows{})
 {
     float *sC = reinterpret_cast<float *>(smem);
     stage_fragments<Cfg>(a, t, nb, warp_m, warp_n, threadIdx.x & 31, acc, facc, sC);
