@@ -505,13 +505,13 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             float *sum = static_cast<float *>(a.C) + (crow / a.sum_topk) * a.ldc + col0;
             red_add4(sum, v);
             red_add4(sum + 4, v + 4);
-            return;
-        }
-        vec8 out;
+        } else {
+            vec8 out;
 #pragma unroll
-        for (int q = 0; q < 4; q++)
-            out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
-        *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+            for (int q = 0; q < 4; q++)
+                out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
+            *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+        }
     };
     if constexpr (NTHREADS % OC == 0) {
         /* A thread's vectors in batches: the row lookups of a batch, then

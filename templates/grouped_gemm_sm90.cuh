@@ -31,7 +31,7 @@
  * BK, GROUP_M, STAGES, WARPS_M = BM/16 or with SWAP BN/16, WARPS_N = 1) plus
  * PIPE, BLOAD (0: weights by cp.async, 1: by TMA),
  * ALOAD (0: A rows by cp.async, 1: by TMA from rows laid out per expert),
- * SWAP and the generated static mma(acc, desc_a, desc_b).
+ * SWAP and the generated static mma(acc, desc_a, desc_b, scale_d).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -797,11 +797,14 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         }
         __syncthreads();
         ld.hold_rows();
+        /* A stage's barrier, where the weight tiles come by TMA. */
+        auto stage_full = [&](int s) { return S::SYNC_TMA ? &full[s] : nullptr; };
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
 #pragma unroll
             for (int s = 0; s < Cfg::STAGES - 2; s++) {
                 if (s < k_tiles)
-                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s, &full[s]);
+                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s,
+                            stage_full(s));
                 cp_async_commit();
             }
             /* STAGES K tiles a round, unrolled: a K tile's ring stage, and
@@ -815,15 +818,18 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                         break;
                     cp_async_wait<Cfg::STAGES - 3>();
                     fence_proxy_async();
-                    __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
-                    if constexpr (S::SYNC_TMA)   /* and its weight tile */
+                    /* Tile kt's cp.async copies (with TMA weights: its A rows
+                     * and scales) landed everywhere; MMAs of tile kt-2 done
+                     * everywhere. */
+                    __syncthreads();
+                    if constexpr (S::SYNC_TMA)   /* tile kt's weight tile */
                         mbar_wait(&full[stage], (kt0 / Cfg::STAGES) & 1);
                     mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
                     const int nk = kt + Cfg::STAGES - 2;
                     const int ns = (stage + Cfg::STAGES - 2) % Cfg::STAGES;
                     if (nk < k_tiles)
                         ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk,
-                                &full[ns]);
+                                stage_full(ns));
                     cp_async_commit();
                     if constexpr (S::BLOCK) {
                         /* BK is the whole 128-wide scale block: fold every tile. */
