@@ -273,9 +273,13 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb_, int id,
                                          int64_t *table)
     {
+        /* Opaque to the compiler (an empty asm that may change them), so
+         * that they stay in registers: rederived from the thread index for
+         * every K tile, they took a dozen instructions of each. */
         cc = id & 7;
         r0 = id >> 3;
         dst = r0 * S::ROW + ((cc ^ (r0 & 7)) * 16);
+        asm volatile("" : "+r"(cc), "+r"(r0), "+r"(dst));
         nb = nb_;
         expert = t.expert;
         lead = id == 0;
