@@ -2,8 +2,9 @@
 -- fp8 e4m3 or int8 for the w8a8 GEMMs: the hidden rows before GEMM1 and,
 -- with the activation-and-mul fused in (act = silu/gelu), the GEMM1 output
 -- before GEMM2. Scales per tensor (two launches: amax, then quantize), per
--- row, or per row per 128 columns. Device code: act_quant.cuh (ARITH div)
--- and act_quant_wide.cuh (ARITH steps).
+-- row, or per row per 128 columns. Device code: act_quant.cuh (ARITH div,
+-- one unit a thread) and act_quant_wide.cuh (ARITH steps, or several units
+-- a thread).
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 local QTYPE = { fp8 = "mt::e4m3_tag", int8 = "mt::s8_tag" }
 local GRAN = { tensor = 1, token = 2, block = 3 }

@@ -167,7 +167,7 @@ __device__ __forceinline__ void chunk_values(const mt_quant_args &a, const chunk
     }
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        if constexpr (ACT > 0) {
+        if constexpr (ACT >= 0) {   /* silu by the divisions (STEPS false), gelu */
             v[2 * q] = round_to<T>(activate<ACT>(lo_of<T>(k.x.w[q])) * lo_of<T>(k.u.w[q]));
             v[2 * q + 1] = round_to<T>(activate<ACT>(hi_of<T>(k.x.w[q])) * hi_of<T>(k.u.w[q]));
         } else {
@@ -195,7 +195,8 @@ __device__ __forceinline__ void store_chunk(const mt_quant_args &a, int r, int c
 }
 
 /* A scale as the chunks' stores use it: with STEPS its divisor (r = 1/s),
- * else s alone for act_quant.cuh's divisions (quant_store). */
+ * else s alone for act_quant.cuh's divisions (quant_store; d is then a
+ * placeholder that no store reads). */
 template <class Q, bool STEPS> struct chunk_scale {
     float s;
     divisor d;
