@@ -410,27 +410,31 @@ __device__ __forceinline__ void stage_fragments(const mt_gemm_args &a, const til
         }
 }
 
-/* Where tile row r goes: the output row (false: none) and the router
- * weight it is scaled by. */
+/* Where tile row r goes: the offset in C, in elements, of its output row
+ * (of its token's fp32 row for the topk sum, sums_topk_of; false: none),
+ * and the router weight it is scaled by. An offset, not a row index, so
+ * that a table of them (fill_out_rows) leaves write_tile no multiplication
+ * (and the topk sum no division) per 16-byte vector. */
 template <class Cfg>
-__device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &t, int r, int64_t *crow,
+__device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &t, int r, int64_t *dst,
                                         float *w)
 {
-    int64_t arow;
+    int64_t arow, crow;
     int slot;
-    if (!tile_row<Cfg>(a, t, r, &arow, crow, &slot))
+    if (!tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
         return false;
+    *dst = (sums_topk_of<Cfg>::value ? crow / a.sum_topk : crow) * a.ldc;
     *w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
     return true;
 }
 
-/* The output rows of a tile resolved once into shared memory (crow -1: no
- * row), by threads id of n, so that the epilogue reads them without a chain
- * of global loads per 16-byte vector. The caller orders the fill before
- * write_tile with a barrier. */
+/* The output rows of a tile resolved once into shared memory (out_row's
+ * offsets, dst -1: no row), by threads id of n, so that the epilogue reads
+ * them without a chain of global loads per 16-byte vector. The caller
+ * orders the fill before write_tile with a barrier. */
 struct out_rows {
     static constexpr bool TABLE = true;
-    int64_t *crow;
+    int64_t *dst;
     float *w;
 };
 /* No table: write_tile resolves each row where it writes it (the kernels
@@ -444,8 +448,8 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
                                               int id, int n)
 {
     for (int r = id; r < Cfg::BM; r += n)
-        if (!out_row<Cfg>(a, t, r, &rows.crow[r], &rows.w[r]))
-            rows.crow[r] = -1;
+        if (!out_row<Cfg>(a, t, r, &rows.dst[r], &rows.w[r]))
+            rows.dst[r] = -1;
 }
 
 /* rows: the tile's output rows from fill_out_rows (out_rows), or rows_here
@@ -457,8 +461,9 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
  * arithmetic took most of the instructions of a DeepSeek-V3 GEMM2 tile,
  * K = 256: Nsight Compute, docs/PERFORMANCE.md session 27).
  * A summing GEMM2 (sums_topk_of<Cfg>, standard format, C not in the sorted
- * order, so crow is the slot) adds the row, rounded to T as a stored row
- * would be, into row slot / a.sum_topk of C, fp32 [M, ldc] and zeroed by
+ * order, so the output row is the slot) adds the row, rounded to T as a
+ * stored row would be, into row slot / a.sum_topk of C (out_row's offset),
+ * fp32 [M, ldc] and zeroed by
  * the launcher: the topk sum of the reduce step, done here in fp32 with
  * reductions in global memory (in no fixed order; the runtime's reduce
  * step then rounds each sum to T once). */
@@ -472,13 +477,13 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
     /* Output row and router weight of tile row r; false: no such row. */
-    auto row_of = [&](int r, int64_t *crow, float *w) {
+    auto row_of = [&](int r, int64_t *dst, float *w) {
         if constexpr (Rows::TABLE) {
-            *crow = rows.crow[r];
+            *dst = rows.dst[r];
             *w = rows.w[r];
-            return *crow >= 0;
+            return *dst >= 0;
         } else {
-            return out_row<Cfg>(a, t, r, crow, w);
+            return out_row<Cfg>(a, t, r, dst, w);
         }
     };
     /* The vector's values (v: the staged row, up: a fused tile's up half)
@@ -496,13 +501,13 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
         }
     };
     /* ... and stored, or summed. */
-    auto store_vec = [&](int64_t crow, int col0, float (&v)[8]) {
+    auto store_vec = [&](int64_t dst, int col0, float (&v)[8]) {
         if constexpr (sums_topk_of<Cfg>::value) {
             static_assert(Cfg::FORMAT == 0 && !S::FUSED, "the topk sum: GEMM2 of the standard format");
 #pragma unroll
             for (int q = 0; q < 8; q++)
                 v[q] = round_to<T>(v[q]);
-            float *sum = static_cast<float *>(a.C) + (crow / a.sum_topk) * a.ldc + col0;
+            float *sum = static_cast<float *>(a.C) + dst + col0;
             red_add4(sum, v);
             red_add4(sum + 4, v + 4);
         } else {
@@ -510,7 +515,7 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
 #pragma unroll
             for (int q = 0; q < 4; q++)
                 out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
-            *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+            *reinterpret_cast<vec8 *>(C + dst + col0) = out;
         }
     };
     if constexpr (NTHREADS % OC == 0) {
@@ -527,15 +532,15 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             return;
 #pragma unroll
         for (int i0 = 0; i0 < ITERS; i0 += BATCH) {
-            int64_t crow[BATCH];
+            int64_t dst[BATCH];
             float w[BATCH], v[BATCH][8], up[S::FUSED ? BATCH : 1][8];
             bool in[BATCH], live[BATCH];   /* a row of the tile; one to store */
 #pragma unroll
             for (int b = 0; b < BATCH; b++) {
                 const int i = i0 + b, r = r0 + i * RSTEP;
-                crow[b] = 0, w[b] = 0.f;
+                dst[b] = 0, w[b] = 0.f;
                 in[b] = i < ITERS && (Cfg::BM % RSTEP == 0 || r < Cfg::BM);
-                live[b] = in[b] && row_of(r, &crow[b], &w[b]);
+                live[b] = in[b] && row_of(r, &dst[b], &w[b]);
             }
 #pragma unroll
             for (int b = 0; b < BATCH; b++)
@@ -549,21 +554,21 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             for (int b = 0; b < BATCH; b++)
                 if (live[b]) {
                     weigh_vec(w[b], v[b], up[S::FUSED ? b : 0]);
-                    store_vec(crow[b], col0, v[b]);
+                    store_vec(dst[b], col0, v[b]);
                 }
         }
     } else {
         for (int c = tid; c < Cfg::BM * OC; c += NTHREADS) {
             const int r = c / OC, col0 = nb * S::OUT_COLS + (c % OC) * 8;
-            int64_t crow;
+            int64_t dst;
             float w, v[8], up[8];
-            if (col0 >= out_limit || !row_of(r, &crow, &w))
+            if (col0 >= out_limit || !row_of(r, &dst, &w))
                 continue;
             epi_load8<S::LDC>(sC, r, (c % OC) * 8, v);
             if constexpr (S::FUSED)
                 epi_load8<S::LDC>(sC, r, (c % OC) * 8 + Cfg::BN / 2, up);
             weigh_vec(w, v, up);
-            store_vec(crow, col0, v);
+            store_vec(dst, col0, v);
         }
     }
 }

@@ -368,7 +368,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
         const out_rows rows = rows_of(set);
         if (has_rows)
             write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
-                              out_rows{rows.crow + 64 * wg, rows.w + 64 * wg});
+                              out_rows{rows.dst + 64 * wg, rows.w + 64 * wg});
         mbar_arrive(&rows_free[set]);
     });
     if constexpr (CL > 1)

@@ -76,9 +76,9 @@ template <class Cfg> struct pingpong_smem {
     /* The output rows and weights of row set `set`. */
     __device__ __forceinline__ out_rows rows_of(int set) const
     {
-        int64_t *crow = tables + Cfg::BM * S::GROUPS;
-        float *w = reinterpret_cast<float *>(crow + Cfg::BM * S::SETS);
-        return out_rows{crow + Cfg::BM * set, w + Cfg::BM * set};
+        int64_t *dst = tables + Cfg::BM * S::GROUPS;
+        float *w = reinterpret_cast<float *>(dst + Cfg::BM * S::SETS);
+        return out_rows{dst + Cfg::BM * set, w + Cfg::BM * set};
     }
     /* The tile of row set `set`: expert, mb, r0, count, nb, and 1 in the
      * last int when there is none (the half has no tiles left). */
