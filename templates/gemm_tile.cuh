@@ -423,7 +423,8 @@ __device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &
     int slot;
     if (!tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
         return false;
-    *dst = (sums_topk_of<Cfg>::value ? crow / a.sum_topk : crow) * a.ldc;
+    /* The topk sum's rows are slots (int32): a 32-bit division. */
+    *dst = (sums_topk_of<Cfg>::value ? (int64_t)((int)crow / a.sum_topk) : crow) * a.ldc;
     *w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
     return true;
 }
@@ -476,7 +477,7 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     const int out_limit = S::FUSED ? a.n_half : a.N;
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
-    /* Output row and router weight of tile row r; false: no such row. */
+    /* Output row offset and router weight of tile row r; false: no such row. */
     auto row_of = [&](int r, int64_t *dst, float *w) {
         if constexpr (Rows::TABLE) {
             *dst = rows.dst[r];

@@ -756,7 +756,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     uint64_t *empty = full + Cfg::STAGES;
     uint64_t *rows_filled = empty + Cfg::STAGES, *rows_free = rows_filled + 2;   /* "persist" */
     /* Per tile row: its A offset (the copiers), and in each set its output
-     * row and router weight (the epilogue), resolved by the copying threads. */
+     * row's offset in C and router weight (the epilogue, out_row), resolved
+     * by the copying threads. */
     int64_t *arow_table = reinterpret_cast<int64_t *>(full + S::NBARS);
     auto rows_of = [&](int set) {
         return out_rows{arow_table + Cfg::BM * (1 + set),

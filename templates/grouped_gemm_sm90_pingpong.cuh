@@ -55,8 +55,9 @@ template <class Cfg> struct pingpong_shape : sm90_shape<Cfg> {
     /* full and empty per stage, filled and free per row set, a turn per
      * group and per half */
     static constexpr int NBARS = 2 * Cfg::STAGES + 2 * SETS + 2 * GROUPS;
-    /* After the barriers: an A row table per half, the output rows (int64)
-     * and router weights (float) of each set, each set's tile. */
+    /* After the barriers: an A row table per half, the output row offsets
+     * (int64, out_row) and router weights (float) of each set, each set's
+     * tile. */
     static constexpr int TABLES_BYTES = GROUPS * Cfg::BM * 8 + SETS * Cfg::BM * 12 + SETS * INFO * 4;
     static_assert(Cfg::PIPE == 3 && (Cfg::SWAP ? Cfg::BN == 64 : Cfg::BM == 64) && B::CONSUMERS == 128,
                   "pingpong: a warpgroup a tile, of 64 token rows or (swapped) 64 weight rows");
@@ -73,7 +74,7 @@ template <class Cfg> struct pingpong_smem {
     unsigned char *epi;   /* the groups' fp32 tiles */
 
     __device__ __forceinline__ int64_t *arow_table(int half) const { return tables + Cfg::BM * half; }
-    /* The output rows and weights of row set `set`. */
+    /* The output row offsets and weights of row set `set`. */
     __device__ __forceinline__ out_rows rows_of(int set) const
     {
         int64_t *dst = tables + Cfg::BM * S::GROUPS;
