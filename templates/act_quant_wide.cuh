@@ -1,8 +1,9 @@
 /*
- * act_quant's ARITH "steps" variants (act_quant.lua): the quantization of
- * act_quant.cuh, value for value, with less work per value, and with UNITS
- * 4 more loads in flight. act_quant.cuh's kernel (ARITH "div") divides per
- * value and takes one unit a thread.
+ * act_quant's variants with UNITS work units a thread (act_quant.lua): the
+ * quantization of act_quant.cuh, value for value, with more loads in
+ * flight, and with ARITH "steps" (STEPS) less work per value; ARITH "div"
+ * (STEPS false) keeps act_quant.cuh's divisions per value. act_quant.cuh's
+ * own kernel takes one unit a thread.
  *
  * - A thread issues the loads of up to UNITS work units before it uses any
  *   of them: 8-value chunks (GRAN 1), chunks of its warp's row per pass
@@ -137,11 +138,12 @@ __device__ __forceinline__ void load_chunk(const mt_quant_args &a, int r, int c,
 }
 
 /* The values the oracle quantizes, rounded as quant_values rounds them;
- * silu by silu_steps, the chunk again by silu() where they do not apply. */
-template <class T, int ACT>
+ * with STEPS silu by silu_steps, the chunk again by silu() where they do
+ * not apply. */
+template <class T, int ACT, bool STEPS>
 __device__ __forceinline__ void chunk_values(const mt_quant_args &a, const chunk_raw &k, float (&v)[8])
 {
-    if constexpr (ACT == 0) {
+    if constexpr (ACT == 0 && STEPS) {
         bool slow = false;
         float g[8];
 #pragma unroll
@@ -165,7 +167,7 @@ __device__ __forceinline__ void chunk_values(const mt_quant_args &a, const chunk
     }
 #pragma unroll
     for (int q = 0; q < 4; q++) {
-        if constexpr (ACT > 0) {
+        if constexpr (ACT >= 0) {   /* silu by the divisions (STEPS false), gelu */
             v[2 * q] = round_to<T>(activate<ACT>(lo_of<T>(k.x.w[q])) * lo_of<T>(k.u.w[q]));
             v[2 * q + 1] = round_to<T>(activate<ACT>(hi_of<T>(k.x.w[q])) * hi_of<T>(k.u.w[q]));
         } else {
@@ -192,6 +194,23 @@ __device__ __forceinline__ void store_chunk(const mt_quant_args &a, int r, int c
     *dst = make_uint2(lo, hi);
 }
 
+/* A scale as the chunks' stores use it: with STEPS its divisor (r = 1/s),
+ * else s alone for act_quant.cuh's divisions (quant_store; d is then a
+ * placeholder that no store reads). */
+template <class Q, bool STEPS> struct chunk_scale {
+    float s;
+    divisor d;
+    __device__ __forceinline__ explicit chunk_scale(float s_) : s(s_), d(STEPS ? divisor_of(s_) : divisor{s_, 0.f, false}) {}
+    __device__ __forceinline__ void store(const mt_quant_args &a, int r, int c, const float (&v)[8],
+                                          bool bounded) const
+    {
+        if constexpr (STEPS)
+            store_chunk<Q>(a, r, c, v, d, bounded);
+        else
+            quant_store<Q>(a, r, c, v, s);
+    }
+};
+
 /* i / n and i % n, in 32 bits when i fits. */
 __device__ __forceinline__ void split_index(int64_t i, int n, int &quot, int &rem)
 {
@@ -206,7 +225,7 @@ __device__ __forceinline__ void split_index(int64_t i, int n, int &quot, int &re
 
 /* GRAN 1, one phase: grid-stride over blocks of THREADS x per chunks,
  * chunk j of a thread THREADS after its chunk j - 1 (coalesced per j). */
-template <class T, class Q, int ACT, int THREADS, int UNITS>
+template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS>
 __device__ void act_quant_tensor_wide(const mt_quant_args &a)
 {
     const int chunks = a.n / 8;
@@ -215,7 +234,7 @@ __device__ void act_quant_tensor_wide(const mt_quant_args &a)
     const float s = a.phase == 0 ? 0.0f
                     : a.static_scale ? a.static_scale[0]
                                      : act_scale<Q>(__int_as_float(*a.amax));
-    const divisor d = divisor_of(s);
+    const chunk_scale<Q, STEPS> d(s);
     if (a.phase == 1 && blockIdx.x == 0 && threadIdx.x == 0)
         a.scale[0] = s;
     float m = 0.0f;
@@ -237,11 +256,11 @@ __device__ void act_quant_tensor_wide(const mt_quant_args &a)
             if (!ok[j])
                 continue;
             float v[8];
-            chunk_values<T, ACT>(a, k[j], v);
+            chunk_values<T, ACT, STEPS>(a, k[j], v);
             if (a.phase == 0)
                 m = fmaxf(m, amax8(v));
             else
-                store_chunk<Q>(a, row[j], col[j], v, d, !a.static_scale);
+                d.store(a, row[j], col[j], v, !a.static_scale);
         }
     }
     if (a.phase == 0) {
@@ -255,7 +274,7 @@ __device__ void act_quant_tensor_wide(const mt_quant_args &a)
 
 /* The chunks of row r that lane `lane` of a warp takes, UNITS chunks apart
  * by 32 per pass, their loads first: f(c, values) for each. */
-template <class T, int ACT, int UNITS, class F>
+template <class T, int ACT, int UNITS, bool STEPS, class F>
 __device__ __forceinline__ void for_row_chunks(const mt_quant_args &a, int r, int lane, F &&f)
 {
     const int chunks = a.n / 8;
@@ -269,7 +288,7 @@ __device__ __forceinline__ void for_row_chunks(const mt_quant_args &a, int r, in
         for (int j = 0; j < UNITS; j++)
             if (c0 + 32 * j < chunks) {
                 float v[8];
-                chunk_values<T, ACT>(a, k[j], v);
+                chunk_values<T, ACT, STEPS>(a, k[j], v);
                 f(c0 + 32 * j, v);
             }
     }
@@ -277,7 +296,7 @@ __device__ __forceinline__ void for_row_chunks(const mt_quant_args &a, int r, in
 
 /* GRAN 2: a warp per row; the amax pass, then the quantizing pass (its
  * loads mostly hit the L1). */
-template <class T, class Q, int ACT, int THREADS, int UNITS>
+template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS>
 __device__ void act_quant_token_wide(const mt_quant_args &a)
 {
     const int lane = threadIdx.x & 31;
@@ -287,41 +306,42 @@ __device__ void act_quant_token_wide(const mt_quant_args &a)
         const bool live = quant_row_live(a, r);   /* the same for the whole warp */
         float m = 0.0f;
         if (live)
-            for_row_chunks<T, ACT, UNITS>(a, r, lane, [&](int, const float(&v)[8]) { m = fmaxf(m, amax8(v)); });
+            for_row_chunks<T, ACT, UNITS, STEPS>(a, r, lane,
+                                                 [&](int, const float(&v)[8]) { m = fmaxf(m, amax8(v)); });
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
             m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
         const float s = act_scale<Q>(m);
-        const divisor d = divisor_of(s);
+        const chunk_scale<Q, STEPS> d(s);
         if (live && lane == 0)
             a.scale[r] = s;
         if (live)
-            for_row_chunks<T, ACT, UNITS>(a, r, lane,
-                                          [&](int c, const float(&v)[8]) { store_chunk<Q>(a, r, c, v, d, true); });
+            for_row_chunks<T, ACT, UNITS, STEPS>(a, r, lane,
+                                                 [&](int c, const float(&v)[8]) { d.store(a, r, c, v, true); });
     }
 }
 
 /* GRAN 3: a warp per stretch of UNITS passes of a row, as in act_quant.cuh
  * (block_rows). */
-template <class T, class Q, int ACT, int THREADS, int UNITS>
+template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS>
 __device__ void act_quant_block_wide(const mt_quant_args &a)
 {
     block_rows<Q, THREADS, UNITS, chunk_raw>(
         a, [&](int r, int c, chunk_raw &k) { load_chunk<T, ACT>(a, r, c, k); },
-        [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT>(a, k, v); },
-        [&](int r, int c, const float(&v)[8], float s) { store_chunk<Q>(a, r, c, v, divisor_of(s), true); });
+        [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT, STEPS>(a, k, v); },
+        [&](int r, int c, const float(&v)[8], float s) { chunk_scale<Q, STEPS>(s).store(a, r, c, v, true); });
 }
 
-template <class T, class Q, int GRAN, int ACT, int THREADS, int UNITS>
+template <class T, class Q, int GRAN, int ACT, int THREADS, int UNITS, bool STEPS = true>
 __device__ void act_quant_wide(const mt_quant_args &a)
 {
     pdl_enter();
     if constexpr (GRAN == 1)
-        act_quant_tensor_wide<T, Q, ACT, THREADS, UNITS>(a);
+        act_quant_tensor_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a);
     else if constexpr (GRAN == 2)
-        act_quant_token_wide<T, Q, ACT, THREADS, UNITS>(a);
+        act_quant_token_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a);
     else
-        act_quant_block_wide<T, Q, ACT, THREADS, UNITS>(a);
+        act_quant_block_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a);
 }
 
 } // namespace mt

@@ -64,13 +64,19 @@ template <int LDC> __device__ __forceinline__ void epi_store2(float *sC, int r, 
 {
     *reinterpret_cast<float2 *>(sC + epi_at<LDC>(r, col)) = make_float2(v0, v1);
 }
-/* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads. */
+/* Columns col .. col + 7 (col a multiple of 8) of row r: two 16-byte loads,
+ * issued where they are written (volatile, for the compiler and in the PTX
+ * for ptxas: write_tile loads a batch of vectors ahead of the stores that
+ * use some of them, and each load would otherwise move down next to its
+ * store, behind the test of the row, one shared-memory latency after the
+ * other). */
 template <int LDC> __device__ __forceinline__ void epi_load8(const float *sC, int r, int col, float (&v)[8])
 {
-    const float4 lo = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col));
-    const float4 hi = *reinterpret_cast<const float4 *>(sC + epi_at<LDC>(r, col + 4));
-    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
-    v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(v[4 * h]), "=f"(v[4 * h + 1]), "=f"(v[4 * h + 2]), "=f"(v[4 * h + 3])
+                     : "r"(smem_addr(sC + epi_at<LDC>(r, col + 4 * h))));
 }
 
 /* Fragment geometry and epilogue sizes of a Cfg (see the file comment). */
@@ -404,39 +410,51 @@ __device__ __forceinline__ void stage_fragments(const mt_gemm_args &a, const til
         }
 }
 
-/* Where tile row r goes: the output row (false: none) and the router
- * weight it is scaled by. */
+/* Where tile row r goes: the offset in C, in elements, of its output row
+ * (of its token's fp32 row for the topk sum, sums_topk_of; false: none),
+ * and the router weight it is scaled by. An offset, not a row index, so
+ * that a table of them (fill_out_rows) leaves write_tile no multiplication
+ * (and the topk sum no division) per 16-byte vector. */
 template <class Cfg>
-__device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &t, int r, int64_t *crow,
+__device__ __forceinline__ bool out_row(const mt_gemm_args &a, const tile_rows &t, int r, int64_t *dst,
                                         float *w)
 {
-    int64_t arow;
+    int64_t arow, crow;
     int slot;
-    if (!tile_row<Cfg>(a, t, r, &arow, crow, &slot))
+    if (!tile_row<Cfg>(a, t, r, &arow, &crow, &slot))
         return false;
+    /* The topk sum's rows are slots (int32): a 32-bit division. */
+    *dst = (sums_topk_of<Cfg>::value ? (int64_t)((int)crow / a.sum_topk) : crow) * a.ldc;
     *w = (a.row_weight && slot >= 0) ? a.row_weight[slot] : 1.0f;
     return true;
 }
 
-/* The output rows of a tile resolved once into shared memory (crow -1: no
- * row), by threads id of n, so that the epilogue reads them without a chain
- * of global loads per 16-byte vector. The caller orders the fill before
- * write_tile with a barrier. */
+/* The output rows of a tile resolved once into shared memory (out_row's
+ * offsets, dst -1: no row), by threads id of n, so that the epilogue reads
+ * them without a chain of global loads per 16-byte vector. The caller
+ * orders the fill before write_tile with a barrier. */
 struct out_rows {
-    int64_t *crow;
+    static constexpr bool TABLE = true;
+    int64_t *dst;
     float *w;
+};
+/* No table: write_tile resolves each row where it writes it (the kernels
+ * whose tiles fill none). A type of its own, so that a kernel with a table
+ * carries no code for the other case, and no test of the pointer per row. */
+struct rows_here {
+    static constexpr bool TABLE = false;
 };
 template <class Cfg>
 __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_rows &t, out_rows rows,
                                               int id, int n)
 {
     for (int r = id; r < Cfg::BM; r += n)
-        if (!out_row<Cfg>(a, t, r, &rows.crow[r], &rows.w[r]))
-            rows.crow[r] = -1;
+        if (!out_row<Cfg>(a, t, r, &rows.dst[r], &rows.w[r]))
+            rows.dst[r] = -1;
 }
 
-/* rows: the tile's output rows from fill_out_rows, or crow == nullptr to
- * resolve each row where it is written. The tile's 16-byte output vectors
+/* rows: the tile's output rows from fill_out_rows (out_rows), or rows_here
+ * to resolve each row where it is written. The tile's 16-byte output vectors
  * (row c / OC, column chunk c % OC) are dealt over NTHREADS threads,
  * vectors tid, tid + NTHREADS, ...; where NTHREADS is a multiple of OC a
  * thread keeps its column chunk and its rows are NTHREADS / OC apart, and
@@ -444,38 +462,34 @@ __device__ __forceinline__ void fill_out_rows(const mt_gemm_args &a, const tile_
  * arithmetic took most of the instructions of a DeepSeek-V3 GEMM2 tile,
  * K = 256: Nsight Compute, docs/PERFORMANCE.md session 27).
  * A summing GEMM2 (sums_topk_of<Cfg>, standard format, C not in the sorted
- * order, so crow is the slot) adds the row, rounded to T as a stored row
- * would be, into row slot / a.sum_topk of C, fp32 [M, ldc] and zeroed by
+ * order, so the output row is the slot) adds the row, rounded to T as a
+ * stored row would be, into row slot / a.sum_topk of C (out_row's offset),
+ * fp32 [M, ldc] and zeroed by
  * the launcher: the topk sum of the reduce step, done here in fp32 with
  * reductions in global memory (in no fixed order; the runtime's reduce
  * step then rounds each sum to T once). */
-template <class Cfg, int NTHREADS>
+template <class Cfg, int NTHREADS, class Rows = rows_here>
 __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_rows &t, int nb,
-                                           const float *sC, int tid, out_rows rows = {nullptr, nullptr})
+                                           const float *sC, int tid, Rows rows = Rows{})
 {
     using T = typename Cfg::T;
     using S = tile_shape<Cfg>;
     const int out_limit = S::FUSED ? a.n_half : a.N;
     constexpr int OC = S::OUT_COLS / 8;
     T *C = static_cast<T *>(a.C);
-    auto write_vec = [&](int r, int cc) {
-        const int col0 = nb * S::OUT_COLS + cc * 8;
-        if (col0 >= out_limit)
-            return;
-        int64_t crow;
-        float w;
-        if (rows.crow) {
-            crow = rows.crow[r];
-            w = rows.w[r];
-            if (crow < 0)
-                return;
-        } else if (!out_row<Cfg>(a, t, r, &crow, &w)) {
-            return;
+    /* Output row offset and router weight of tile row r; false: no such row. */
+    auto row_of = [&](int r, int64_t *dst, float *w) {
+        if constexpr (Rows::TABLE) {
+            *dst = rows.dst[r];
+            *w = rows.w[r];
+            return *dst >= 0;
+        } else {
+            return out_row<Cfg>(a, t, r, dst, w);
         }
-        float v[8], up[8];
-        epi_load8<S::LDC>(sC, r, cc * 8, v);
-        if constexpr (S::FUSED)
-            epi_load8<S::LDC>(sC, r, cc * 8 + Cfg::BN / 2, up);
+    };
+    /* The vector's values (v: the staged row, up: a fused tile's up half)
+     * weighted and activated. */
+    auto weigh_vec = [&](float w, float (&v)[8], const float (&up)[8]) {
 #pragma unroll
         for (int q = 0; q < 8; q++) {
             /* Gate and up are rounded to the element type first, as the
@@ -486,40 +500,85 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
             else
                 v[q] = v[q] * w;
         }
+    };
+    /* ... and stored, or summed. */
+    auto store_vec = [&](int64_t dst, int col0, float (&v)[8]) {
         if constexpr (sums_topk_of<Cfg>::value) {
             static_assert(Cfg::FORMAT == 0 && !S::FUSED, "the topk sum: GEMM2 of the standard format");
 #pragma unroll
             for (int q = 0; q < 8; q++)
                 v[q] = round_to<T>(v[q]);
-            float *sum = static_cast<float *>(a.C) + (crow / a.sum_topk) * a.ldc + col0;
+            float *sum = static_cast<float *>(a.C) + dst + col0;
             red_add4(sum, v);
             red_add4(sum + 4, v + 4);
-            return;
-        }
-        vec8 out;
+        } else {
+            vec8 out;
 #pragma unroll
-        for (int q = 0; q < 4; q++)
-            out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
-        *reinterpret_cast<vec8 *>(C + crow * a.ldc + col0) = out;
+            for (int q = 0; q < 4; q++)
+                out.w[q] = pack2<T>(v[2 * q], v[2 * q + 1]);
+            *reinterpret_cast<vec8 *>(C + dst + col0) = out;
+        }
     };
     if constexpr (NTHREADS % OC == 0) {
+        /* A thread's vectors in batches: the row lookups of a batch, then
+         * its staged values (every row of the tile is staged, so they are
+         * read whether the row is there or not), then its stores. One
+         * vector after the other, each store waited on its row lookup and
+         * the loads behind it: a chain of shared-memory latencies per
+         * vector that set the pace of a short-K tile's epilogue. */
         constexpr int RSTEP = NTHREADS / OC, ITERS = (Cfg::BM + RSTEP - 1) / RSTEP;
-        const int r0 = tid / OC, cc = tid % OC;
+        constexpr int BATCH = S::FUSED ? 2 : 4;
+        const int r0 = tid / OC, cc = tid % OC, col0 = nb * S::OUT_COLS + cc * 8;
+        if (col0 >= out_limit)
+            return;
 #pragma unroll
-        for (int i = 0; i < ITERS; i++)
-            if (Cfg::BM % RSTEP == 0 || r0 + i * RSTEP < Cfg::BM)
-                write_vec(r0 + i * RSTEP, cc);
+        for (int i0 = 0; i0 < ITERS; i0 += BATCH) {
+            int64_t dst[BATCH];
+            float w[BATCH], v[BATCH][8], up[S::FUSED ? BATCH : 1][8];
+            bool in[BATCH], live[BATCH];   /* a row of the tile; one to store */
+#pragma unroll
+            for (int b = 0; b < BATCH; b++) {
+                const int i = i0 + b, r = r0 + i * RSTEP;
+                dst[b] = 0, w[b] = 0.f;
+                in[b] = i < ITERS && (Cfg::BM % RSTEP == 0 || r < Cfg::BM);
+                live[b] = in[b] && row_of(r, &dst[b], &w[b]);
+            }
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (in[b]) {
+                    const int r = r0 + (i0 + b) * RSTEP;
+                    epi_load8<S::LDC>(sC, r, cc * 8, v[b]);
+                    if constexpr (S::FUSED)
+                        epi_load8<S::LDC>(sC, r, cc * 8 + Cfg::BN / 2, up[b]);
+                }
+#pragma unroll
+            for (int b = 0; b < BATCH; b++)
+                if (live[b]) {
+                    weigh_vec(w[b], v[b], up[S::FUSED ? b : 0]);
+                    store_vec(dst[b], col0, v[b]);
+                }
+        }
     } else {
-        for (int c = tid; c < Cfg::BM * OC; c += NTHREADS)
-            write_vec(c / OC, c % OC);
+        for (int c = tid; c < Cfg::BM * OC; c += NTHREADS) {
+            const int r = c / OC, col0 = nb * S::OUT_COLS + (c % OC) * 8;
+            int64_t dst;
+            float w, v[8], up[8];
+            if (col0 >= out_limit || !row_of(r, &dst, &w))
+                continue;
+            epi_load8<S::LDC>(sC, r, (c % OC) * 8, v);
+            if constexpr (S::FUSED)
+                epi_load8<S::LDC>(sC, r, (c % OC) * 8 + Cfg::BN / 2, up);
+            weigh_vec(w, v, up);
+            store_vec(dst, col0, v);
+        }
     }
 }
 
 /* Both halves, for kernels whose every thread holds fragments. */
-template <class Cfg, class Acc, class FAcc>
+template <class Cfg, class Acc, class FAcc, class Rows = rows_here>
 __device__ __forceinline__ void store_tile(const mt_gemm_args &a, const tile_rows &t, int nb, int warp_m,
                                            int warp_n, const Acc &acc, const FAcc &facc,
-                                           unsigned char *smem, out_rows rows = {nullptr, nullptr})
+                                           unsigned char *smem, Rows rows = Rows{})
 {
     float *sC = reinterpret_cast<float *>(smem);
     stage_fragments<Cfg>(a, t, nb, warp_m, warp_n, threadIdx.x & 31, acc, facc, sC);

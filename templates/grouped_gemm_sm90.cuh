@@ -29,9 +29,9 @@
  *
  * Cfg provides what grouped_gemm.cuh's does (T, QUANT, FORMAT, EPI, BM, BN,
  * BK, GROUP_M, STAGES, WARPS_M = BM/16 or with SWAP BN/16, WARPS_N = 1) plus
- * PIPE, BLOAD (0: weights by cp.async, 1: by TMA, "ws" and "persist" only),
+ * PIPE, BLOAD (0: weights by cp.async, 1: by TMA),
  * ALOAD (0: A rows by cp.async, 1: by TMA from rows laid out per expert),
- * SWAP and the generated static mma(acc, desc_a, desc_b).
+ * SWAP and the generated static mma(acc, desc_a, desc_b, scale_d).
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -45,14 +45,31 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 /* The tensor memory accelerator (BLOAD=tma): one thread adds the bytes a
- * stage's bulk copies will bring to the stage's `full` barrier, then issues
- * them; the phase completes once those bytes and the expected arrivals
- * have come. The descriptor is the kernel argument's b_map (the kernel
+ * stage's bulk copies will bring to the stage's `full` barrier (with its
+ * arrival, mbar_arrive_expect_bytes below; alone only for the weight tiles
+ * requested before the wait, load_weights_early), then issues them; the
+ * phase completes once those bytes and the expected arrivals have come.
+ * The descriptor is the kernel argument's b_map (the kernel
  * parameter is __grid_constant__, so its address is a generic address of
  * the parameter). Coordinates: element along K, row, part, expert. */
 __device__ __forceinline__ void mbar_expect_bytes(uint64_t *bar, int bytes)
 {
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+/* The lead copier's arrival on a stage's `full` barrier together with the
+ * bytes its bulk copies will deliver (0: none), in one operation, before
+ * it issues them. The other copiers arrive by cp.async.mbarrier.arrive,
+ * which the hardware performs once their own copies landed, and with none
+ * in flight at once: nothing in PTX orders such an arrival after the same
+ * thread's earlier mbarrier.expect_tx, so with a separate expect_tx the
+ * barrier could complete before it expected the stage's bulk bytes (wrong
+ * rows now and then from tiles whose copiers issue no cp.async,
+ * docs/RELIABILITY.md session 27). A `full` barrier of a stage with bulk
+ * copies counts this arrival too (sm90_shape::FULL_LEAD). */
+__device__ __forceinline__ void mbar_arrive_expect_bytes(uint64_t *bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                  : "memory");
 }
 __device__ __forceinline__ void tma_load_4d(void *dst, const void *map, uint64_t *bar, int k, int row, int part,
@@ -166,6 +183,12 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int BAR_AT = PERSIST ? PIPE_BYTES + EPI_BYTES
                                           : (PIPE_BYTES > EPI_BYTES ? PIPE_BYTES : EPI_BYTES);
     static constexpr int NBARS = 2 * Cfg::STAGES + (PERSIST ? 4 : 0);
+    /* Arrivals on a stage's `full` barrier besides one per copying thread:
+     * the lead's mbar_arrive_expect_bytes where a stage has bulk copies. */
+    static constexpr int FULL_LEAD = Cfg::BLOAD == 1 || Cfg::ALOAD == 1 ? 1 : 0;
+    /* "sync" with TMA weight loads: a stage's `full` barrier counts the
+     * lead's arrival alone (its other copies are cp.async groups). */
+    static constexpr bool SYNC_TMA = Cfg::PIPE == 0 && Cfg::BLOAD == 1;
     static constexpr int ROW_SETS = PERSIST ? 2 : 1;
     /* The MMA's N, and the accumulator fragments (of 8 columns) a thread
      * holds for it. */
@@ -185,7 +208,6 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static_assert(Cfg::SWAP ? Cfg::BN % 64 == 0 && Cfg::BM % 16 == 0 && Cfg::PIPE != 0
                             : Cfg::BM % 64 == 0 && Cfg::BN % 16 == 0,
                   "tile does not split into warpgroups");
-    static_assert(Cfg::BLOAD == 0 || Cfg::PIPE != 0, "TMA weight loads need a copying warpgroup");
     static_assert(Cfg::ALOAD == 0 || Cfg::PIPE != 0, "TMA row loads need a copying warpgroup");
 };
 
@@ -194,8 +216,9 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * is a multiple of 8, so a thread's swizzled chunk position is fixed too.
  * The A row of each tile row (gathered token rows in the standard format,
  * the expert's rows in the batched one) is resolved once into a table in
- * shared memory (byte offset, -1: no row), so that copying threads keep few
- * registers; weight rows are computed as they go, or (BLOAD=tma) the first
+ * shared memory (byte offset, -1: no row), the loaders taking turns over
+ * the rows, and each thread then holds the sources of the rows it copies
+ * (below); weight rows are computed as they go, or (BLOAD=tma) the first
  * loader brings the stage's weight tile in with the tensor memory
  * accelerator: one box of BN rows, or for the fused activation two of
  * BN/2 (gate rows, up rows), zero-filled past the ends like the copies.
@@ -206,15 +229,19 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * are 4-byte cp.async copies, entry id + i * LOADERS by thread id, from
  * sources resolved once per tile (nullptr: a missing row or column, whose
  * scale is zero-filled).
- * HOLD ("sync", whose computing threads copy): each thread keeps the
- * sources of its own rows in registers, the weight rows' from init and the
- * A rows' read once out of the table (hold_rows, after the barrier that
- * follows init), so that a K tile's copies are an add and a cp.async each.
- * Resolving them for every K tile (a row table load, the weight row's
- * bounds and 64-bit offset) took most of the instructions of the "sync"
- * main loop, which its own threads issue between the MMAs (Nsight Compute,
- * docs/PERFORMANCE.md session 27). The copying warpgroups of the other
- * pipelines run on 72 registers and keep the table. */
+ * Held sources: each copying thread keeps the sources of its own A rows in
+ * registers, read once out of the table (hold_rows, after the barrier that
+ * follows init), so that a K tile's copy of a row is an add and a cp.async.
+ * Resolving them for every K tile (a row table load, then the row's 64-bit
+ * address, each waiting on the one before) took most of the instructions
+ * of the "sync" main loop, which its own threads issue between the MMAs
+ * (Nsight Compute, docs/PERFORMANCE.md session 27), and set the pace of
+ * the copying warpgroups of the other pipelines: a 128 x 128 "ws" tile's
+ * consumers waited for their stages on a fifth of their samples while the
+ * copiers sat on those loads (session 28). HOLD_B ("sync" with cp.async
+ * weights): the weight rows' sources too, from init; the copying
+ * warpgroups (72 registers) resolve weight rows as they go, or take them
+ * by TMA. */
 template <class Cfg, int LOADERS> struct sm90_loader {
     using S = sm90_shape<Cfg>;
     using Q = typename S::Q;
@@ -225,10 +252,15 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     static constexpr bool A_TMA = Cfg::ALOAD == 1;
     static constexpr int BOX_ROWS = tile_shape<Cfg>::FUSED ? Cfg::BN / 2 : Cfg::BN;
     static constexpr int SC_ITERS = (S::SCALES + LOADERS - 1) / LOADERS;
-    static constexpr bool HOLD = Cfg::PIPE == 0;
-    static constexpr int HELD_A = HOLD && !A_TMA ? A_ITERS : 1, HELD_B = HOLD && !TMA ? B_ITERS : 1;
+    static constexpr bool HOLD_B = Cfg::PIPE == 0 && !TMA;
+    static constexpr int HELD_A = A_TMA ? 1 : A_ITERS, HELD_B = HOLD_B ? B_ITERS : 1;
     const unsigned char *A, *B;
-    const unsigned char *a_src[HELD_A], *b_src[HELD_B];   /* HOLD: a row's source, nullptr: none */
+    /* A row's source; where the tile has no such row, A itself, read for
+     * nothing (a zero-filling copy): bit i of a_rows / b_rows says which
+     * rows are there. One register of bits and no null test per copy. */
+    const unsigned char *a_src[HELD_A], *b_src[HELD_B];
+    unsigned a_rows = 0, b_rows = 0;
+    static_assert(A_ITERS <= 32 && (!HOLD_B || B_ITERS <= 32), "a bit per held row");
     const float *sc_src[SC_ITERS > 0 ? SC_ITERS : 1];   /* K block 0's scale of each entry */
     int sc_id;
     const int64_t *arow;   /* shared: BM byte offsets into A */
@@ -241,9 +273,13 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     __device__ __forceinline__ void init(const mt_gemm_args &a, const tile_rows &t, int nb_, int id,
                                          int64_t *table)
     {
+        /* Opaque to the compiler (an empty asm that may change them), so
+         * that they stay in registers: rederived from the thread index for
+         * every K tile, they took a dozen instructions of each. */
         cc = id & 7;
         r0 = id >> 3;
         dst = r0 * S::ROW + ((cc ^ (r0 & 7)) * 16);
+        asm volatile("" : "+r"(cc), "+r"(r0), "+r"(dst));
         nb = nb_;
         expert = t.expert;
         lead = id == 0;
@@ -255,12 +291,13 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         /* Entries id + i * LOADERS: token rows first (their A offsets into
          * the table, their scales' sources: one lookup of the row serves
          * both), then the weight scales' column groups. */
-        if constexpr (HOLD && !TMA) {
+        if constexpr (HOLD_B) {
+            b_rows = 0;
 #pragma unroll
             for (int i = 0; i < B_ITERS; i++) {
-                int n;
-                b_src[i] = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
-                                                                      : nullptr;
+                const unsigned char *src = b_source(a, i);
+                b_src[i] = src ? src : A;
+                b_rows |= (src ? 1u : 0u) << i;
             }
         }
         constexpr int ROW_ITERS = A_TMA && S::SCALES == 0 ? 0 : (Cfg::BM + LOADERS - 1) / LOADERS;
@@ -285,15 +322,25 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         }
     }
 
-    /* HOLD: this thread's A rows out of the table init filled (every
-     * loader's part of it: after a barrier). */
+    /* Where this thread's weight row copy i of a stage starts (before K),
+     * nullptr where the tile has no such row. */
+    __device__ __forceinline__ const unsigned char *b_source(const mt_gemm_args &a, int i) const
+    {
+        int n;
+        return weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8 : nullptr;
+    }
+
+    /* This thread's A rows out of the table init filled (every loader's
+     * part of it: the caller makes the loaders wait for each other first). */
     __device__ __forceinline__ void hold_rows()
     {
-        if constexpr (HOLD && !A_TMA) {
+        if constexpr (!A_TMA) {
+            a_rows = 0;
 #pragma unroll
             for (int i = 0; i < A_ITERS; i++) {
                 const int64_t off = arow[r0 + i * STEP];
-                a_src[i] = off >= 0 ? A + off : nullptr;
+                a_src[i] = A + (off >= 0 ? off : 0);
+                a_rows |= (off >= 0 ? 1u : 0u) << i;
             }
         }
     }
@@ -327,8 +374,7 @@ template <class Cfg, int LOADERS> struct sm90_loader {
         if constexpr (A_TMA || TMA) {
             if (lead) {
                 const int bytes = (A_TMA ? S::A_STAGE : 0) + (TMA && !b_issued ? S::B_STAGE : 0);
-                if (bytes)
-                    mbar_expect_bytes(full, bytes);
+                mbar_arrive_expect_bytes(full, bytes);
                 if constexpr (A_TMA)
                     tma_load_2d(sA, a.a_map, full, k0, a_row0);
                 if constexpr (TMA)
@@ -336,39 +382,34 @@ template <class Cfg, int LOADERS> struct sm90_loader {
                         tma_weights(a, sB, kt, nb, expert, full);
             }
         }
+        /* Past the end of K every copy reads nothing, from its row's start. */
         const bool k_ok = k0 + cc * S::EPC < a.K;
-        const int64_t kbytes = (int64_t)k0 * Q::A_BITS / 8 + cc * 16;
+        const int64_t kbytes = k_ok ? (int64_t)k0 * Q::A_BITS / 8 + cc * 16 : 0;
+        const unsigned a_live = k_ok ? a_rows : 0u;
 #pragma unroll
-        for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++) {
-            const unsigned char *src;
-            if constexpr (HOLD) {
-                src = a_src[i];
-            } else {
-                const int64_t off = arow[r0 + i * STEP];
-                src = off >= 0 ? A + off : nullptr;
-            }
-            const bool ok = k_ok && src;
-            cp_async16(sA + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
-        }
+        for (int i = 0; i < (A_TMA ? 0 : A_ITERS); i++)
+            cp_async16(sA + dst + i * STEP * S::ROW, a_src[i] + kbytes, (a_live >> i) & 1 ? 16 : 0);
+        if constexpr (HOLD_B) {
+            const unsigned b_live = k_ok ? b_rows : 0u;
 #pragma unroll
-        for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
-            const unsigned char *src;
-            if constexpr (HOLD) {
-                src = b_src[i];
-            } else {
-                int n;
-                src = weight_row<Cfg>(a, nb, r0 + i * STEP, &n) ? B + (int64_t)n * a.ldb * Q::B_BITS / 8
-                                                                : nullptr;
+            for (int i = 0; i < B_ITERS; i++)
+                cp_async16(sB + dst + i * STEP * S::ROW, b_src[i] + kbytes, (b_live >> i) & 1 ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int i = 0; i < (TMA ? 0 : B_ITERS); i++) {
+                const unsigned char *src = b_source(a, i);
+                const bool ok = k_ok && src;
+                cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
             }
-            const bool ok = k_ok && src;
-            cp_async16(sB + dst + i * STEP * S::ROW, ok ? src + kbytes : A, ok ? 16 : 0);
         }
     }
 };
 
 /* The MMAs of one stage for warpgroup wg: KSTEPS wgmma, committed as one
  * group. Descriptor addresses are in 16-byte units: a K step is +2. The
- * warpgroup's 64 rows are token rows, or (SWAP) weight rows. */
+ * warpgroup's 64 rows are token rows, or (SWAP) weight rows. The block
+ * modes' first MMA of a stage writes its product over the accumulators
+ * (scale-d 0): they hold the last K tile's sums, which the fold took. */
 template <class Cfg, class Acc>
 __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, const unsigned char *sB, int wg)
 {
@@ -378,12 +419,13 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < S::KSTEPS; kk++)
-        Cfg::mma(acc, da + 2 * kk, db + 2 * kk);
+        Cfg::mma(acc, da + 2 * kk, db + 2 * kk, S::BLOCK && kk == 0 ? 0 : 1);
     wgmma_commit();
 }
 
 /* Block modes: the fold of one K block's sums into the scaled sums,
- * facc += acc * a_scale * w_scale (then acc = 0), with the scales of the
+ * facc += acc * a_scale * w_scale (the next K block's first MMA then
+ * overwrites acc, mma_stage: no moves to zero it), with the scales of the
  * stage the K block came in (sm90_shape: sc[r] of token row r, sc[BM + g]
  * of tile columns 8g .. 8g + 7): take() reads this thread's scales out of
  * the stage, after which the stage may go back to the copiers, and fold()
@@ -391,14 +433,31 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
  * tile columns 8j + 2 (lane % 4) + c of fragment j, or with SWAP the tile
  * transposed: weight rows (tile columns) 16 * warp + lane / 4 + 8h and
  * token rows 8j + 2 (lane % 4) + c. The same sums in the same order as
- * grouped_gemm.cuh's block_scales. */
-template <class Cfg> struct sm90_scales {
+ * grouped_gemm.cuh's block_scales.
+ * Unswapped, the tile's columns fall into SEGS segments of SEG columns
+ * whose weight rows lie in one 128-row scale block, and so share a weight
+ * scale: SEG divides 128 and the first weight row of every segment is a
+ * multiple of SEG (nb * OUT_COLS + s * SEG; for the fused activation's up
+ * half n_half + that, so only where n_half is a multiple of SEG:
+ * with_scales). With SEGMENTED a K block's fold takes one weight scale per
+ * segment and one product per token row and segment (2 * SEGS
+ * multiplications, not one per fragment and row: a tile up to 128 columns
+ * wide has one segment, or two with the fused activation), the same
+ * products, so the same sums.
+ * Else every fragment's own scale. A missing column's scale is its
+ * segment's, not 0: its sums are 0 (zero-filled weight rows) and it is
+ * never stored. */
+template <class Cfg, bool SEGMENTED = true> struct sm90_scales {
     using S = sm90_shape<Cfg>;
     static constexpr int NT = S::ACC_NT;
+    static constexpr int gcd(int x, int y) { return y ? gcd(y, x % y) : x; }
+    static constexpr int SEG = gcd(tile_shape<Cfg>::OUT_COLS, 128), SEGS = Cfg::BN / SEG, SEG_NT = SEG / 8;
+    static constexpr bool SEG_FOLD = SEGMENTED && !Cfg::SWAP;
     int warp, lane;
-    /* Unswapped: the token rows' (h) and the fragments' weight scales;
-     * swapped: the token rows' (j, c) and the weight rows' (h). */
-    float sa[Cfg::SWAP ? NT : 1][2], sw[Cfg::SWAP ? 2 : NT];
+    /* Unswapped: the token rows' (h) and the fragments' weight scales (or
+     * with SEG_FOLD the segments'); swapped: the token rows' (j, c) and the
+     * weight rows' (h). */
+    float sa[Cfg::SWAP ? NT : 1][2], sw[Cfg::SWAP ? 2 : SEG_FOLD ? SEGS : NT];
 
     __device__ __forceinline__ void init(int warp_, int lane_) { warp = warp_, lane = lane_; }
 
@@ -408,15 +467,29 @@ template <class Cfg> struct sm90_scales {
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 sa[0][h] = sc[warp * 16 + (lane >> 2) + 8 * h];
+            if constexpr (SEG_FOLD) {
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-                sw[j] = sc[Cfg::BM + j];
+                for (int s = 0; s < SEGS; s++)
+                    sw[s] = sc[Cfg::BM + s * SEG_NT];
+            } else {
+                /* The column groups' scales start 16-byte aligned (BM rows
+                 * of 4 bytes after the stage's start, BM a multiple of 64). */
+                static_assert(NT % 4 == 0 && Cfg::BM % 4 == 0, "column group scales in 16-byte loads");
+                const float4 *v = reinterpret_cast<const float4 *>(sc + Cfg::BM);
+#pragma unroll
+                for (int j = 0; j < NT / 4; j++) {
+                    const float4 f = v[j];
+                    sw[4 * j] = f.x, sw[4 * j + 1] = f.y, sw[4 * j + 2] = f.z, sw[4 * j + 3] = f.w;
+                }
+            }
         } else {
+            /* A thread's two token rows of fragment j are adjacent, at an
+             * even index: one 8-byte load. */
 #pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int c = 0; c < 2; c++)
-                    sa[j][c] = sc[j * 8 + (lane & 3) * 2 + c];
+            for (int j = 0; j < NT; j++) {
+                const float2 f = *reinterpret_cast<const float2 *>(sc + j * 8 + (lane & 3) * 2);
+                sa[j][0] = f.x, sa[j][1] = f.y;
+            }
 #pragma unroll
             for (int h = 0; h < 2; h++)
                 sw[h] = sc[Cfg::BM + warp * 2 + h];
@@ -425,20 +498,72 @@ template <class Cfg> struct sm90_scales {
 
     template <class Acc> __device__ __forceinline__ void fold(Acc (&acc)[1][NT][4], float (&facc)[1][NT][4]) const
     {
+        if constexpr (SEG_FOLD) {
+            float p[2][SEGS];
 #pragma unroll
-        for (int j = 0; j < NT; j++)
+            for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                float s;
-                if constexpr (Cfg::SWAP)
-                    s = sa[j][q & 1] * sw[q >> 1];
-                else
-                    s = sa[0][q >> 1] * sw[j];
-                facc[0][j][q] += (float)acc[0][j][q] * s;
-                acc[0][j][q] = 0;
-            }
+                for (int s = 0; s < SEGS; s++)
+                    p[h][s] = sa[0][h] * sw[s];
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    facc[0][j][q] += (float)acc[0][j][q] * p[q >> 1][j / SEG_NT];
+        } else {
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    float s;
+                    if constexpr (Cfg::SWAP)
+                        s = sa[j][q & 1] * sw[q >> 1];
+                    else
+                        s = sa[0][q >> 1] * sw[j];
+                    facc[0][j][q] += (float)acc[0][j][q] * s;
+                }
+        }
     }
 };
+
+/* A new output tile's sums start at 0: acc, or in the block modes facc
+ * (the first MMA of every K tile overwrites acc, mma_stage, so that acc
+ * only needs a defined value once, at its declaration). */
+template <class Cfg, class AccT, class FAccT> __device__ __forceinline__ void clear_sums(AccT &acc, FAccT &facc)
+{
+#pragma unroll
+    for (int j = 0; j < sm90_shape<Cfg>::ACC_NT; j++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            if constexpr (sm90_shape<Cfg>::BLOCK)
+                facc[0][j][q] = 0.f;
+            else
+                acc[0][j][q] = 0;
+        }
+}
+
+/* f(bs) with this launch's fold of the block scales, bs initialized for
+ * computing warp `warp`: segmented (above) unless the fused activation's
+ * n_half is not a multiple of the segment, which only the fused block
+ * modes check, at run time; their main loop is then compiled twice, one
+ * copy per fold. A branch inside the fold let the compiler share its
+ * multiply-adds between the two, with a move per fragment into the
+ * registers they read (as many instructions as the products it saved). */
+template <class Cfg, class F>
+__device__ __forceinline__ void with_scales(const mt_gemm_args &a, int warp, int lane, F &&f)
+{
+    if constexpr (sm90_shape<Cfg>::BLOCK && tile_shape<Cfg>::FUSED && !Cfg::SWAP) {
+        if (a.n_half % sm90_scales<Cfg>::SEG != 0) {
+            sm90_scales<Cfg, false> bs;
+            bs.init(warp, lane);
+            f(bs);
+            return;
+        }
+    }
+    sm90_scales<Cfg> bs;
+    bs.init(warp, lane);
+    f(bs);
+}
 
 /* This computing warp's fragments into the fp32 tile sC (token rows, LDC
  * apart), scaled as stage_fragments (gemm_tile.cuh) scales them; with SWAP
@@ -505,6 +630,7 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
     if (rows_filled)
         mbar_arrive(rows_filled);
     asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the copying warpgroup only */
+    ld.hold_rows();
     for (int kt = kt0; kt < kt_end; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
@@ -585,12 +711,17 @@ __device__ __forceinline__ int load_weights_early(const mt_gemm_args &a, const t
  * tile; the copy of tile kt + STAGES - 2 is issued while the MMAs of tile
  * kt run, and one MMA group stays in flight across the barrier (a buffer is
  * rewritten only after the MMAs of two tiles back completed everywhere).
+ * With BLOAD=tma thread 0 brings each stage's weight tile in by TMA, its
+ * arrival with the bytes on the stage's `full` barrier, on which every
+ * thread waits before the stage's MMAs: the other threads then copy only
+ * the A rows (and scales), a third of a 64 x 128 tile's row copies.
  * PIPE 1 ("ws"): warp-specialized. Warpgroup 0 only copies, the others only
  * compute; with two computing warpgroups (384 threads, 168 registers each at
  * entry) setmaxnreg moves registers from the copiers (72) to the
  * accumulators (216): 128 * 72 + 256 * 216 <= 64K (not with SWAP, whose
  * accumulators are small); per stage a `full` mbarrier (the
- * copying threads' cp.async completions) and an `empty` one (every
+ * copying threads' cp.async completions, and with bulk copies the lead's
+ * arrival with their bytes) and an `empty` one (every
  * computing thread, once its MMAs on the stage completed), so the copies
  * run up to STAGES tiles ahead without CTA barriers. With Cfg::SPLIT_K
  * (swapped decode tiles) SPLIT_K CTAs share an output tile, each
@@ -625,7 +756,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     uint64_t *empty = full + Cfg::STAGES;
     uint64_t *rows_filled = empty + Cfg::STAGES, *rows_free = rows_filled + 2;   /* "persist" */
     /* Per tile row: its A offset (the copiers), and in each set its output
-     * row and router weight (the epilogue), resolved by the copying threads. */
+     * row's offset in C and router weight (the epilogue, out_row), resolved
+     * by the copying threads. */
     int64_t *arow_table = reinterpret_cast<int64_t *>(full + S::NBARS);
     auto rows_of = [&](int set) {
         return out_rows{arow_table + Cfg::BM * (1 + set),
@@ -643,19 +775,13 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
     /* Computing threads: every thread in "sync", else every warpgroup but
      * the first. */
     const int ctid = Cfg::PIPE == 0 ? tid : tid - 128;
-    const int warp = ctid >> 5, wg = warp / 4;
-    Acc acc[1][S::ACC_NT][4];
+    /* The warpgroup index as the compiler sees a warp-uniform value (read
+     * from lane 0), so that the MMAs' descriptors of its rows are built in
+     * uniform registers, as grouped_gemm_sm90_chunked.cuh's are. */
+    const int warp = ctid >> 5, wg = __shfl_sync(0xffffffffu, warp / 4, 0);
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
-    auto clear = [&]() {
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
-    };
+    auto clear = [&]() { clear_sums<Cfg>(acc, facc); };
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
 
     if constexpr (Cfg::PIPE == 0) {
@@ -667,36 +793,60 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         sm90_loader<Cfg, S::CONSUMERS> ld;
         ld.init(a, t, nb, tid, arow_table);
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
-        __syncthreads();
-        ld.hold_rows();
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
-#pragma unroll
-        for (int s = 0; s < Cfg::STAGES - 2; s++) {
-            if (s < k_tiles)
-                ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s);
-            cp_async_commit();
-        }
-        for (int kt = 0; kt < k_tiles; kt++) {
-            cp_async_wait<Cfg::STAGES - 3>();
-            fence_proxy_async();
-            __syncthreads();   /* tile kt landed everywhere; MMAs of tile kt-2 done everywhere */
-            const int stage = kt % Cfg::STAGES;
-            mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-            const int nk = kt + Cfg::STAGES - 2;
-            const int ns = nk % Cfg::STAGES;
-            if (nk < k_tiles)
-                ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk);
-            cp_async_commit();
-            if constexpr (S::BLOCK) {
-                /* BK is the whole 128-wide scale block: fold every tile. */
-                wgmma_wait<0>();
-                bs.take(S::stage_scales(sB, stage));
-                bs.fold(acc, facc);
-            } else {
-                wgmma_wait<1>();
+        if constexpr (S::SYNC_TMA) {
+            if (tid == 0) {
+                for (int s = 0; s < Cfg::STAGES; s++)
+                    mbar_init(&full[s], S::FULL_LEAD);
+                mbar_init_fence();
             }
         }
+        __syncthreads();
+        ld.hold_rows();
+        /* A stage's barrier, where the weight tiles come by TMA. */
+        auto stage_full = [&](int s) { return S::SYNC_TMA ? &full[s] : nullptr; };
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+#pragma unroll
+            for (int s = 0; s < Cfg::STAGES - 2; s++) {
+                if (s < k_tiles)
+                    ld.load(a, sA + s * S::A_STAGE, sB + s * S::B_STAGE, S::stage_scales(sB, s), s,
+                            stage_full(s));
+                cp_async_commit();
+            }
+            /* STAGES K tiles a round, unrolled: a K tile's ring stage, and
+             * so every shared-memory address of its MMAs, copies and
+             * scales, is a constant of its copy of the body. */
+            for (int kt0 = 0; kt0 < k_tiles; kt0 += Cfg::STAGES) {
+#pragma unroll
+                for (int stage = 0; stage < Cfg::STAGES; stage++) {
+                    const int kt = kt0 + stage;
+                    if (kt >= k_tiles)
+                        break;
+                    cp_async_wait<Cfg::STAGES - 3>();
+                    fence_proxy_async();
+                    /* Tile kt's cp.async copies (with TMA weights: its A rows
+                     * and scales) landed everywhere; MMAs of tile kt-2 done
+                     * everywhere. */
+                    __syncthreads();
+                    if constexpr (S::SYNC_TMA)   /* tile kt's weight tile */
+                        mbar_wait(&full[stage], (kt0 / Cfg::STAGES) & 1);
+                    mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                    const int nk = kt + Cfg::STAGES - 2;
+                    const int ns = (stage + Cfg::STAGES - 2) % Cfg::STAGES;
+                    if (nk < k_tiles)
+                        ld.load(a, sA + ns * S::A_STAGE, sB + ns * S::B_STAGE, S::stage_scales(sB, ns), nk,
+                                stage_full(ns));
+                    cp_async_commit();
+                    if constexpr (S::BLOCK) {
+                        /* BK is the whole 128-wide scale block: fold every tile. */
+                        wgmma_wait<0>();
+                        bs.take(S::stage_scales(sB, stage));
+                        bs.fold(acc, facc);
+                    } else {
+                        wgmma_wait<1>();
+                    }
+                }
+            }
+        });
         wgmma_wait<0>();
         cp_async_wait<0>();
         __syncthreads();   /* the pipeline buffers become the fp32 epilogue tile */
@@ -716,7 +866,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         bool last = true;   /* split-K: this CTA writes the tile out */
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
-                mbar_init(&full[s], 128);
+                mbar_init(&full[s], 128 + S::FULL_LEAD);
                 mbar_init(&empty[s], S::CONSUMERS);
             }
             mbar_init_fence();
@@ -738,9 +888,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_grow<216>();
             clear();
-            sm90_scales<Cfg> bs;
-            bs.init(warp, lane);
-            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+            with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+            });
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
              * (Every copy has landed: each stage's full barrier was waited
@@ -748,8 +898,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             using Bar = group_barrier<2, S::CONSUMERS>;
             Bar::sync();
             if constexpr (SK > 1) {
-                /* The block modes' sums are in facc (acc is 0 after the
-                 * last fold). Only the tile's last CTA writes it out. */
+                /* The block modes' sums are in facc (acc holds the last K
+                 * tile's, already folded). Only the tile's last CTA writes
+                 * it out. */
                 if constexpr (S::BLOCK)
                     last = split_k_reduce<Cfg, S::CONSUMERS, Bar>(a, tile, split, ctid, facc);
                 else
@@ -771,7 +922,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         const int ntiles = num_tiles<Cfg>(a);
         if (tid == 0) {
             for (int s = 0; s < Cfg::STAGES; s++) {
-                mbar_init(&full[s], 128);
+                mbar_init(&full[s], 128 + S::FULL_LEAD);
                 mbar_init(&empty[s], S::CONSUMERS);
             }
             for (int set = 0; set < 2; set++) {
@@ -805,8 +956,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 const int set = n & 1;
                 if (n >= 2)   /* the tile two back, written out from this set */
                     mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
-                /* Every copier has issued the last tile's copies: the A row
-                 * table may change. */
+                /* Every copier has read its rows of the last tile out of the
+                 * A row table (hold_rows): it may change. */
                 asm volatile("bar.sync 1, 128;\n" ::: "memory");
                 copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full,
                                empty, k_tiles, it, 0, b_early);
@@ -824,9 +975,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     continue;
                 const int set = n & 1;
                 clear();
-                sm90_scales<Cfg> bs;
-                bs.init(warp, lane);
-                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                });
                 it += k_tiles;
                 mbar_wait(&rows_filled[set], (n >> 1) & 1);
                 /* Every computing thread has written the last tile out: the

@@ -111,7 +111,9 @@ local function mma_wrapper(p)
     dlist[#dlist + 1] = "%" .. i
     cons[#cons + 1] = string.format('"+%s"(d[0][%d][%d])', int and "r" or "f", i // 4, i % 4)
   end
-  -- scale-d is a predicate; the accumulators always carry the running sum.
+  -- scale-d is a predicate from the last operand: 1 adds the product to
+  -- the accumulators, 0 overwrites them with it (the block modes' first MMA
+  -- of a K tile: their fold leaves the last K tile's sums behind).
   local tail = (p.quant == "none") and "p, 1, 1, 0, 0" or (int and "p" or "p, 1, 1")
   local asm = string.format(
     '"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n%s {%s}, %%%d, %%%d, %s;\\n}\\n"',
@@ -122,11 +124,11 @@ local function mma_wrapper(p)
     lines[#lines + 1] = table.concat(cons, ", ", i, math.min(i + 7, #cons))
   end
   return string.format([[
-    static __device__ __forceinline__ void mma(%s (&d)[1][%d][4], uint64_t da, uint64_t db)
+    static __device__ __forceinline__ void mma(%s (&d)[1][%d][4], uint64_t da, uint64_t db, int scale_d)
     {
         asm volatile(%s
             : %s
-            : "l"(da), "l"(db), "r"(1));
+            : "l"(da), "l"(db), "r"(scale_d));
     }]], acc, n // 8, asm, table.concat(lines, ",\n              "))
 end
 
@@ -146,6 +148,10 @@ for _, q in ipairs(QUANTS) do
   for _, t in ipairs({
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "sync" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "sync" },
+      -- The same with the weight tiles by TMA (thread 0 a stage): the
+      -- other threads copy only the A rows (session 29).
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "sync", BLOAD = "tma" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "sync", BLOAD = "tma" },
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 6, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "ws" },
@@ -218,7 +224,7 @@ return {
     { name = "FOLD",     abbrev = "f", values = { "wait" } },
     -- How the weight tiles come in: cp.async row copies by the copying
     -- threads, or TMA bulk copies (one thread, completing on the stage's
-    -- mbarrier). Version 6.
+    -- mbarrier). Version 6; "sync" with "tma" since session 29.
     { name = "BLOAD",    abbrev = "b", values = { "cp", "tma" } },
     -- Which operand is the MMA's 64-row side (file comment). Version 7;
     -- "no" stays out of the names, which are those of version 6.
@@ -257,9 +263,6 @@ return {
     if p.epilogue == "sum" and p.format ~= "standard" then
       return false, "the topk sum is GEMM2's of the standard format"
     end
-    if p.BLOAD == "tma" and p.PIPE == "sync" then
-      return false, "TMA weight loads need a copying warpgroup (PIPE ws, persist or pingpong)"
-    end
     if p.ALOAD == "tma" and p.PIPE == "sync" then
       return false, "TMA row loads need a copying warpgroup (PIPE ws, persist or pingpong)"
     end
@@ -272,17 +275,9 @@ return {
     if p.ALOAD == "tma" and p.CLUSTER > 1 then
       return false, "CTA pairs copy their A rows by cp.async"
     end
-    -- The 64 x 128 fp16 pingpong tile with its rows by TMA gave wrong rows
-    -- now and then in the batched format on the H200 (session 27: 4 of 6
-    -- gpu_moe runs of its cases, with this session's templates and with the
-    -- ones before, in three cases, once with NaN), as the swapped "ws" tile
-    -- below did in session 19. Suspected (not proved): a stage
-    -- whose copiers issue no cp.async lets their arrivals complete its
-    -- mbarrier before the lead's expect_tx counts the TMA bytes
-    -- (docs/RELIABILITY.md). Not offered there until that is settled.
-    if p.ALOAD == "tma" and p.format == "batched" and p.PIPE == "pingpong" then
-      return false, "pingpong: A rows by TMA in the batched format not offered (wrong rows seen, session 27)"
-    end
+    -- (main prunes the batched pingpong tiles with A rows by TMA, which gave
+    -- wrong rows now and then in session 27; this branch offers them again
+    -- so that gpu_moe checks them against the stage barrier fix.)
     if swapped(p) then
       if p.PIPE == "sync" then
         return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"

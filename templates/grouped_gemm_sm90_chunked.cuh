@@ -210,13 +210,15 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
         fill_out_rows<Cfg>(a, t, rows, tid, 128);
     mbar_arrive(rows_filled);
     asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    ld.hold_rows();
     for (int kt = 0; kt < k_tiles; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         if (it >= Cfg::STAGES)
             mbar_wait(&empty[stage], (it / Cfg::STAGES - 1) & 1);
         unsigned char *b = sB + stage * S::B_STAGE;
+        if (tid == 0)
+            mbar_arrive_expect_bytes(&full[stage], has_rows ? S::B_STAGE : 0);
         if (tid == 0 && has_rows) {
-            mbar_expect_bytes(&full[stage], S::B_STAGE);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 /* A fused tile's halves are parts (gate, up) of one box row
@@ -278,7 +280,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
-            mbar_init(&full[s], 128);
+            mbar_init(&full[s], 128 + S::FULL_LEAD);
             mbar_init(&empty[s], CL * S::CONSUMERS);   /* a pair: both CTAs' */
         }
         for (int set = 0; set < 2; set++) {
@@ -331,7 +333,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             const int set = n & 1;
             if (n >= 2)   /* the tile two back, written out from this set */
                 mbar_wait(&rows_free[set], ((n >> 1) - 1) & 1);
-            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* the A row table may change */
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");   /* rows held (hold_rows): the A row table may change */
             if constexpr (CL == 1)
                 copy_tile<Cfg>(a, t, nb, tid, arow_table, rows_of(set), &rows_filled[set], sA, sB, full, empty,
                                k_tiles, n * k_tiles);
@@ -351,29 +353,22 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
      * (grouped_gemm_sm90_pingpong.cuh). */
     const int wg = __shfl_sync(0xffffffffu, warp / 4, 0);
     float *sC = reinterpret_cast<float *>(smem + S::EPI_AT + wg * S::GROUP_EPI_BYTES);
-    Acc acc[1][S::ACC_NT][4];
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
     walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
-        if constexpr (CL == 1)
-            compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
-        else
-            compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+        clear_sums<Cfg>(acc, facc);
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+            if constexpr (CL == 1)
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+            else
+                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+        });
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);
         if (has_rows)
             write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
-                              out_rows{rows.crow + 64 * wg, rows.w + 64 * wg});
+                              out_rows{rows.dst + 64 * wg, rows.w + 64 * wg});
         mbar_arrive(&rows_free[set]);
     });
     if constexpr (CL > 1)

@@ -24,7 +24,9 @@
  * of the tile before is done): the ring is filled and drained in order, and
  * nobody waits on a stage a lap ahead (a full barrier's parity tells one
  * lap from the next only). A stage is filled by one half (its `full`
- * barrier counts 64 arrivals) and consumed by one group (`empty`: 128).
+ * barrier counts 64 arrivals, and one more, the lead's with the bulk
+ * bytes, where a stage has bulk copies) and consumed by one group
+ * (`empty`: 128).
  *
  * Row sets: SETS = 4, two per half and group, so a half can resolve tile
  * n + 2 while tile n is still being written. A set also carries the tile's
@@ -53,8 +55,9 @@ template <class Cfg> struct pingpong_shape : sm90_shape<Cfg> {
     /* full and empty per stage, filled and free per row set, a turn per
      * group and per half */
     static constexpr int NBARS = 2 * Cfg::STAGES + 2 * SETS + 2 * GROUPS;
-    /* After the barriers: an A row table per half, the output rows (int64)
-     * and router weights (float) of each set, each set's tile. */
+    /* After the barriers: an A row table per half, the output row offsets
+     * (int64, out_row) and router weights (float) of each set, each set's
+     * tile. */
     static constexpr int TABLES_BYTES = GROUPS * Cfg::BM * 8 + SETS * Cfg::BM * 12 + SETS * INFO * 4;
     static_assert(Cfg::PIPE == 3 && (Cfg::SWAP ? Cfg::BN == 64 : Cfg::BM == 64) && B::CONSUMERS == 128,
                   "pingpong: a warpgroup a tile, of 64 token rows or (swapped) 64 weight rows");
@@ -71,12 +74,12 @@ template <class Cfg> struct pingpong_smem {
     unsigned char *epi;   /* the groups' fp32 tiles */
 
     __device__ __forceinline__ int64_t *arow_table(int half) const { return tables + Cfg::BM * half; }
-    /* The output rows and weights of row set `set`. */
+    /* The output row offsets and weights of row set `set`. */
     __device__ __forceinline__ out_rows rows_of(int set) const
     {
-        int64_t *crow = tables + Cfg::BM * S::GROUPS;
-        float *w = reinterpret_cast<float *>(crow + Cfg::BM * S::SETS);
-        return out_rows{crow + Cfg::BM * set, w + Cfg::BM * set};
+        int64_t *dst = tables + Cfg::BM * S::GROUPS;
+        float *w = reinterpret_cast<float *>(dst + Cfg::BM * S::SETS);
+        return out_rows{dst + Cfg::BM * set, w + Cfg::BM * set};
     }
     /* The tile of row set `set`: expert, mb, r0, count, nb, and 1 in the
      * last int when there is none (the half has no tiles left). */
@@ -120,8 +123,8 @@ __device__ __forceinline__ void pingpong_copier(const mt_gemm_args &a, const pin
         const int set = n % SETS;
         if (n >= SETS)   /* the tile SETS back, written out from this set */
             mbar_wait(&sm.rows_free[set], (n / SETS - 1) & 1);
-        /* Every thread of the half has issued its last tile's copies: its
-         * A row table may change. */
+        /* Every thread of the half has read its rows of the last tile out
+         * of its A row table (hold_rows): the table may change. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(S::HALF) : "memory");
         sm90_loader<Cfg, S::HALF> ld;
         ld.init(a, t, nb, hid, sm.arow_table(H));
@@ -132,6 +135,7 @@ __device__ __forceinline__ void pingpong_copier(const mt_gemm_args &a, const pin
         }
         mbar_arrive(&sm.rows_filled[set]);
         asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "n"(S::HALF) : "memory");
+        ld.hold_rows();
         if (n > 0)   /* the other half issued the tile before */
             mbar_wait(&sm.copy_turn[H], ((n - 1) / 2) & 1);
         for (int kt = 0, it = n * k_tiles; kt < k_tiles; kt++, it++) {
@@ -167,7 +171,7 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
     constexpr int SETS = S::SETS, GT = S::GROUP_THREADS;
     const int gtid = threadIdx.x - 128 - G * GT, warp = gtid >> 5, lane = threadIdx.x & 31;
     float *sC = reinterpret_cast<float *>(sm.epi + G * S::EPI_BYTES);
-    Acc acc[1][S::ACC_NT][4];
+    Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
     for (int n = G;; n += 2) {
         const int set = n % SETS;
@@ -177,21 +181,14 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
             break;
         const tile_rows t{info[0], info[1], info[2], info[3]};
         const int nb = info[4];
-#pragma unroll
-        for (int j = 0; j < S::ACC_NT; j++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                acc[0][j][q] = 0;
-                if constexpr (S::BLOCK)
-                    facc[0][j][q] = 0.f;
-            }
-        sm90_scales<Cfg> bs;
-        bs.init(warp, lane);
+        clear_sums<Cfg>(acc, facc);
         /* The groups' main loops take turns: this one starts once the other
          * group's went through the tile before. */
         if (n > 0)
             mbar_wait(&sm.turn[G], ((n - 1) / 2) & 1);
-        compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
+            compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+        });
         mbar_arrive(&sm.turn[1 - G]);
         /* This group has written its last tile out: its fp32 tile is free. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
@@ -219,7 +216,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_ar
     const int k_tiles = (a.K + Cfg::BK - 1) / Cfg::BK;
     if (tid == 0) {
         for (int s = 0; s < Cfg::STAGES; s++) {
-            mbar_init(&sm.full[s], S::HALF);
+            mbar_init(&sm.full[s], S::HALF + S::FULL_LEAD);
             mbar_init(&sm.empty[s], GT);
         }
         for (int set = 0; set < SETS; set++) {

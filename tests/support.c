@@ -83,6 +83,28 @@ mt_gen *mt_test_open_templates(void)
     return g;
 }
 
+size_t mt_test_compile_defaults(mt_gen *g, const char *family, const char *arch,
+                                const char *const *kv, int nkv, mt_variant **v, mt_kernel_binary **b)
+{
+    mt_gen_filter f = {.family = family, .arch = arch, .defaults_only = 1};
+    for (int i = 0; i + 1 < nkv && f.nparams < MT_GEN_MAX_FILTERS; i += 2, f.nparams++) {
+        f.params[f.nparams].name = kv[i];
+        f.params[f.nparams].value = kv[i + 1];
+    }
+    size_t n = 0;
+    *v = NULL;
+    *b = NULL;
+    if (mt_gen_enumerate(g, &f, v, &n, NULL) || n == 0)
+        fail_msg("%s defaults for %s: %s", family, arch, n ? "none" : mt_gen_errmsg(g));
+    const mt_status st = mt_gen_compile(g, *v, n, b);
+    for (size_t i = 0; i < n; i++)
+        if (*b && (*b)[i].status)
+            fail_msg("compiling %s: %.4000s", (*b)[i].variant.name, (*b)[i].log ? (*b)[i].log : "");
+    if (st)
+        fail_msg("compiling %s defaults for %s: %s", family, arch, mt_gen_errmsg(g));
+    return n;
+}
+
 size_t mt_test_quant_scales(float *out)
 {
     size_t n = 0;

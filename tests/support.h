@@ -35,6 +35,15 @@ struct mt_gen *mt_test_open_templates(void);
  * when the walk fails or finds none. */
 struct mt_variant *mt_test_sm90a_defaults(struct mt_gen *g, const char *family, size_t *n);
 
+/* The default variants of `family` for `arch` that the name=value pairs kv
+ * (nkv strings) keep, compiled: returns how many, *v and *b as many (free
+ * them with free() and mt_kernel_binaries_free); fails the test when the
+ * walk fails, finds none, or a kernel does not compile (with its log). */
+struct mt_kernel_binary;
+size_t mt_test_compile_defaults(struct mt_gen *g, const char *family, const char *arch,
+                                const char *const *kv, int nkv, struct mt_variant **v,
+                                struct mt_kernel_binary **b);
+
 /* The activation scales the quantizer proofs run against (test_numeric's
  * and gpu_numeric's): the e4m3 and the int8 scale of every bf16 amax in
  * [1, 4) (the steps scale with the exponent), scales near the ends of the

@@ -462,27 +462,15 @@ static void test_sm90_defaults_not_serialized(void **state)
     mt_gen *g = mt_test_open_templates();
     static const char *const quants[] = {"none", "fp8-block"};
     for (int q = 0; q < 2; q++) {
-        mt_gen_filter f = {.family = "grouped_gemm_sm90", .arch = "sm_90a", .defaults_only = 1};
         const char *const kv[] = {"quant", quants[q], "dtype", "bf16", "format", "standard",
                                   "epilogue", "store"};
-        for (int i = 0; i < 8; i += 2, f.nparams++) {
-            f.params[f.nparams].name = kv[i];
-            f.params[f.nparams].value = kv[i + 1];
-        }
         mt_variant *v = NULL;
-        size_t n = 0;
-        if (mt_gen_enumerate(g, &f, &v, &n, NULL))
-            fail_msg("grouped_gemm_sm90: %s", mt_gen_errmsg(g));
-        assert_true(n >= 4);
         mt_kernel_binary *b = NULL;
-        const mt_status st = mt_gen_compile(g, v, n, &b);
-        for (size_t i = 0; i < n; i++) {
-            if (b && b[i].status)
-                fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
-            if (b && b[i].log && strstr(b[i].log, "Performance Loss"))
+        const size_t n = mt_test_compile_defaults(g, "grouped_gemm_sm90", "sm_90a", kv, 8, &v, &b);
+        assert_true(n >= 4);
+        for (size_t i = 0; i < n; i++)
+            if (b[i].log && strstr(b[i].log, "Performance Loss"))
                 fail_msg("%s: %s", b[i].variant.name, b[i].log);
-        }
-        assert_int_equal(st, MT_OK);
         printf("  grouped_gemm_sm90 %s defaults: %zu compiled, no performance note\n", quants[q], n);
         mt_kernel_binaries_free(b, n);
         free(v);

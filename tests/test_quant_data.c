@@ -100,6 +100,34 @@ static void test_quant_kernels_compile(void **state)
     mt_gen_close(g);
 }
 
+/* Every default act_quant kernel of one dtype and qtype, compiled to PTX
+ * (compute_90): those with an activation evaluate it (silu and gelu both
+ * go through expf, ex2 in PTX), those without do not. A kernel that
+ * dropped its activation compiles cleanly and runs: only the GPU oracle
+ * would see its bytes, so this catches it here. (Session 29: the four-pass
+ * division kernels first stored the gate unactivated.) */
+static void test_act_kernels_apply_activation(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    static const char *const kv[] = {"dtype", "bf16", "qtype", "fp8"};
+    mt_variant *v = NULL;
+    mt_kernel_binary *b = NULL;
+    const size_t n = mt_test_compile_defaults(g, "act_quant", "compute_90", kv, 4, &v, &b);
+    assert_true(n >= 3);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(b[i].is_ptx);
+        const int has_act = strcmp(mt_variant_get(&b[i].variant, "act"), "none") != 0;
+        const int has_ex2 = strstr((const char *)b[i].image, "ex2.approx") != NULL;
+        if (has_act != has_ex2)
+            fail_msg("%s: activation %s, ex2 in its PTX %s", b[i].variant.name,
+                     mt_variant_get(&b[i].variant, "act"), has_ex2 ? "yes" : "no");
+    }
+    mt_kernel_binaries_free(b, n);
+    free(v);
+    mt_gen_close(g);
+}
+
 /* A small problem in quant mode q (group/zero point for weight-only). */
 static mt_problem small_problem(mt_quant_mode q, int group, int zp, int static_scale)
 {
@@ -604,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_plan_split_k),
         cmocka_unit_test(test_grid_too_large),
         cmocka_unit_test(test_quant_kernels_compile),
+        cmocka_unit_test(test_act_kernels_apply_activation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -470,9 +470,8 @@ static void test_select_swapped_sm90(void **state)
 
 /* Stage 3's neighbours along PIPE of the 64-row TMA pingpong tile that won
  * DeepSeek-V3 fp8 at M = 1024 (session 13): one per other pipeline, the
- * TMA twins of ws and persist, and for "sync", which has no TMA variant,
- * the cp.async one; along STAGES, the other depths with nothing else
- * changed. */
+ * TMA twins of sync, ws and persist ("sync" takes TMA weight loads since
+ * session 29); along STAGES, the other depths with nothing else changed. */
 static void test_neighbours_follow_the_loads(void **state)
 {
     (void)state;
@@ -489,17 +488,17 @@ static void test_neighbours_follow_the_loads(void **state)
     assert_non_null(pick);
     size_t n = mt_select_neighbours(sv, nsv, base, "PIPE", pick);
     assert_int_equal(n, 3);
-    int sync_cp = 0, ws_tma = 0, persist_tma = 0;
+    int sync_tma = 0, ws_tma = 0, persist_tma = 0;
     for (size_t i = 0; i < n; i++) {
         const mt_variant *v = &sv[pick[i]];
         const char *pipe = mt_variant_get(v, "PIPE"), *load = mt_variant_get(v, "BLOAD");
         assert_int_equal(mt_variant_int(v, "STAGES", 0), 5);
         assert_int_equal(mt_variant_int(v, "BLOCK_M", 0), 64);
-        sync_cp += !strcmp(pipe, "sync") && !strcmp(load, "cp");
+        sync_tma += !strcmp(pipe, "sync") && !strcmp(load, "tma");
         ws_tma += !strcmp(pipe, "ws") && !strcmp(load, "tma");
         persist_tma += !strcmp(pipe, "persist") && !strcmp(load, "tma");
     }
-    assert_int_equal(sync_cp + ws_tma + persist_tma, 3);
+    assert_int_equal(sync_tma + ws_tma + persist_tma, 3);
     n = mt_select_neighbours(sv, nsv, base, "STAGES", pick);
     assert_true(n >= 2);
     for (size_t i = 0; i < n; i++) {

@@ -190,8 +190,8 @@ static int by_time(const void *a, const void *b)
 }
 
 /* The parameters that must change with param for some of its values
- * (NULL-terminated): a PIPE may need other weight loads ("sync" takes
- * cp.async only) or, for a wide tile to run "persist", its epilogue in
+ * (NULL-terminated): a PIPE may need other weight loads or, for a wide
+ * tile to run "persist", its epilogue in
  * column chunks; CTA pairs exist only with column chunks; a swapped
  * warpgroup-MMA tile splits K only in PIPE ws. */
 static const char *const *followers_of(const char *param)

@@ -49,7 +49,7 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
 /* Stage 3's neighbours of base along param: the variants of all that
  * differ from it in param only, one per other value; for a value that no
  * such variant has, one that also differs in a parameter that must follow
- * param (PIPE: BLOAD, since PIPE "sync" takes only cp.async weight loads;
+ * param (PIPE: BLOAD, for a pipeline a tile lacks with its weight loads;
  * then EPI_COLS, since a wide tile runs "persist" only with its epilogue
  * in column chunks; EPI_COLS: CLUSTER; SPLIT_K: PIPE, since a swapped
  * warpgroup-MMA tile splits K only in "ws"). Along BLOCK_N only a swapped

@@ -380,11 +380,13 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * in flight, warps per CTA and lookahead (UNROLL, WARPS, AHEAD: the first
  * stage takes one tile of each shape, so it times one of them). A PIPE
  * value the tile cannot take with its weight loads comes with the other
- * loads (mt_select_neighbours: "sync" takes cp.async only), and "persist"
+ * loads (mt_select_neighbours), and "persist"
  * for a tile too wide for its whole fp32 epilogue tile comes with the
  * epilogue in column chunks (EPI_COLS, the next round). ALOAD: the A rows
  * by TMA (GEMM2 reading the sorted intermediate) or by cp.async; the model
- * cannot tell the two apart either. SPLIT_K: the slices of K per output
+ * cannot tell the two apart either. BLOAD: the weight tiles by TMA or by
+ * cp.async, which the model weighs by a small factor only (a "sync" tile
+ * has both since session 29). SPLIT_K: the slices of K per output
  * tile, which the model counts as waves of CTAs at full bandwidth and so
  * cannot weigh against the last wave's idle SMs (a swapped warpgroup-MMA
  * tile takes it with PIPE ws, so a "persist" tile's split neighbours come
@@ -399,9 +401,9 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * of "store" and the problem's activation), so that the rounds after it
  * refine the pipeline of whichever won; the first stage's few picks may
  * all have been of one kind. */
-static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "STAGES", "WARPS_N",
-                                            "PIPE",     "SPLIT_K",  "EPI_COLS", "ALOAD",  "CLUSTER",
-                                            "UNROLL",   "WARPS",    "AHEAD",    NULL};
+static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "STAGES",   "WARPS_N",
+                                            "PIPE",     "BLOAD",    "SPLIT_K", "EPI_COLS", "ALOAD",
+                                            "CLUSTER",  "UNROLL",   "WARPS",   "AHEAD",    NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
