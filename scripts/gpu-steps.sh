@@ -28,7 +28,9 @@
 #            .gpu/bin-old/moetune (gpu-prepare.sh with MT_STAGE_OLD=COMMIT;
 #            for a runtime change: launches, workspace),
 #            against this one's, alternating per problem, at MT_AB_M (default
-#            1,8,32,64,256,1024,4096), the peer's experts hit. The ab steps
+#            1,8,32,64,256,1024,4096), the peer's experts hit; this build's
+#            side on MT_AB_NEW_DB where set (after a retune in the same call:
+#            the old build and database against the new ones). The ab steps
 #            take MT_BENCH_PROBLEMS (default all five).
 #   abearly  likewise, MT_AB_DB's (default the shipped database) under
 #            MOETUNE_PDL=late (no GEMM reads weights before its wait)
@@ -119,7 +121,8 @@ step_abdb() {
 }
 
 step_abbin() {
-  ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" "" .gpu/bin-old/moetune "$shipped" "" .gpu/bin/moetune "$shipped"
+  ab_sides abbin "${MT_AB_M:-1,8,32,64,256,1024,4096}" "" .gpu/bin-old/moetune "$shipped" "" .gpu/bin/moetune \
+    "${MT_AB_NEW_DB:-$shipped}"
 }
 
 step_abearly() {
