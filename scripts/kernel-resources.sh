@@ -18,6 +18,7 @@
 # Usage: scripts/kernel-resources.sh [--current] [DB] (default db/tuned/nvidia-h200.db)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ptxas-fields.sh
 current=0
 if [ "${1:-}" = --current ]; then current=1; shift; fi
 db=${1:-db/tuned/nvidia-h200.db}
@@ -44,14 +45,13 @@ q "SELECT name, arch FROM kernel ORDER BY family, name" | while IFS='|' read -r 
   fi
   log=$("$nvcc" -arch="${arch/compute_/sm_}" -cubin -std=c++17 -Xptxas -v -o "$tmp/k.cubin" \
         "$tmp/k.cu" 2>&1) || { echo "| $name | $arch | compile failed | | | | | | | | | |"; continue; }
-  notes=$(grep -o 'C75[0-9][0-9]' <<<"$log" | sort -u | tr '\n' ' ' || true)
-  regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' <<<"$log" | tail -1)
-  bars=$(sed -n 's/.*used \([0-9]*\) barriers.*/\1/p' <<<"$log" | tail -1)
-  # [^0-9] before the number: a greedy .* would eat all but its last digit.
-  stack=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes stack frame.*/\1/p' <<<"$log" | tail -1)
-  sst=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill stores.*/\1/p' <<<"$log" | tail -1)
-  sld=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill loads.*/\1/p' <<<"$log" | tail -1)
-  smem=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes smem.*/\1/p' <<<"$log" | tail -1)
+  notes=$(ptxas_notes "$log")
+  regs=$(ptxas_field registers "$log")
+  bars=$(ptxas_field barriers "$log")
+  stack=$(ptxas_field "bytes stack frame" "$log")
+  sst=$(ptxas_field "bytes spill stores" "$log")
+  sld=$(ptxas_field "bytes spill loads" "$log")
+  smem=$(ptxas_field "bytes smem" "$log")
   variant=$(q "SELECT variant FROM kernel WHERE name = '$name' AND arch = '$arch'")
   dyn=$(sed -n 's/.*;smem=\([0-9]*\).*/\1/p' <<<";$variant")
   thr=$(sed -n 's/.*;threads=\([0-9]*\).*/\1/p' <<<";$variant")

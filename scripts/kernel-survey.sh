@@ -12,6 +12,7 @@
 # Example: scripts/kernel-survey.sh --family grouped_gemm_sm90 --quant fp8-block >survey.txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/ptxas-fields.sh
 [ -x build/moetune ] || { echo "kernel-survey: needs build/moetune (cmake --build build)" >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$nvcc" ] || { echo "kernel-survey: needs nvcc (the CUDA toolkit)" >&2; exit 2; }
@@ -34,14 +35,14 @@ one() {
     rm -f "$tmp/$name.cu"
     return
   fi
-  regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' <<<"$log" | tail -1)
-  sst=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill stores.*/\1/p' <<<"$log" | tail -1)
-  sld=$(sed -n 's/.*[^0-9]\([0-9][0-9]*\) bytes spill loads.*/\1/p' <<<"$log" | tail -1)
-  notes=$(grep -o 'C75[0-9][0-9]' <<<"$log" | sort -u | tr '\n' ' ' || true)
+  regs=$(ptxas_field registers "$log")
+  sst=$(ptxas_field "bytes spill stores" "$log")
+  sld=$(ptxas_field "bytes spill loads" "$log")
+  notes=$(ptxas_notes "$log")
   echo "$name | ${regs:-?} | ${sst:-0}/${sld:-0} | ${notes:--}"
   rm -f "$tmp/$name.cu" "$tmp/$name.cubin"
 }
-export -f one
+export -f one ptxas_field ptxas_notes
 export dir tmp nvcc
 echo "# $(wc -l <"$tmp/list") default variants ($*), templates $dir, $("$nvcc" --version | tail -1)"
 echo "# variant | registers | spill stores/loads B | ptxas notes"
