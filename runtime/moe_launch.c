@@ -534,6 +534,7 @@ typedef struct launch_seq {
     int trace;      /* MOETUNE_TRACE=1 */
     int count;      /* kernels launched so far */
     mt_step last;   /* the step of the last one */
+    unsigned last_grid;   /* and its CTAs */
 } launch_seq;
 
 static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
@@ -552,6 +553,12 @@ static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
  * Mixtral at M = 1: GEMM2's 128 CTAs, the pipeline 232 -> 279 us;
  * docs/PERFORMANCE.md, session 4). */
 #define PDL_MIN_GEMM_CTAS 1024
+
+/* A step ahead of at most this many CTAs (an activation quantization of a
+ * few rows) holds at most as many of the GPU's SMs: a GEMM launched under
+ * it finds the others free, so its CTAs spread as in an ordinary launch
+ * and cannot bunch. */
+#define PDL_SMALL_STEP_CTAS 8
 
 /* May a GEMM launched now read before its wait? Only when the plan allows
  * early reads and the alignment that writes the routing is not the launch
@@ -577,7 +584,11 @@ static int loads_before_wait(const mt_kernel *k)
  * ahead. Launched dependent without those reads it was no faster (H200,
  * the tuned pipelines of the five peer problems at 7 M from 1 to 4096:
  * 1.001x the time, DeepSeek-V2-Lite M = 32 1.07x; docs/PERFORMANCE.md,
- * session 25). */
+ * session 25). Nor can a GEMM bunch under a small step ahead
+ * (PDL_SMALL_STEP_CTAS): where it may read early, it is dependent too (the
+ * decode pipelines of the 8-bit modes, whose slot-routed matrix-vector
+ * GEMMs follow the quantization of a few rows; grouped_gemv.cuh loads its
+ * first weight chunks before the wait). */
 static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kernel *k,
                                unsigned grid)
 {
@@ -586,7 +597,9 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
     if (step != MT_STEP_GEMM1 && step != MT_STEP_GEMM2)
         return 1;
     const int fills_gpu = k->max_ctas > 0 && grid == (unsigned)k->max_ctas;
-    return grid >= PDL_MIN_GEMM_CTAS || (fills_gpu && may_read_early(q) && loads_before_wait(k));
+    const int small_ahead = q->last_grid <= PDL_SMALL_STEP_CTAS;
+    return grid >= PDL_MIN_GEMM_CTAS ||
+           (may_read_early(q) && (small_ahead || (fills_gpu && loads_before_wait(k))));
 }
 
 static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)
@@ -618,6 +631,7 @@ static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigne
     }
     q->count++;
     q->last = step;
+    q->last_grid = grid;
     return MT_OK;
 fail:
     return st;

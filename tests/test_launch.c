@@ -539,6 +539,65 @@ static void test_chunked_persist_waits(void **state)
     }
 }
 
+/* The 8-bit decode pipeline: quantization, a slot-routed matrix-vector
+ * GEMM1, the act step's quantization, a GEMM2 that sums per token. Both
+ * GEMMs have far fewer than 1024 CTAs, but each follows a step of at most
+ * 8 CTAs (PDL_SMALL_STEP_CTAS), under which they cannot bunch: dependent,
+ * reading early, unless the plan is launch=late, MOETUNE_PDL says late or
+ * 0, or the step ahead is larger (M 8 at K 4096: the quantization's 16
+ * CTAs ahead of GEMM1's 512). */
+static void test_decode_gemms_under_small_steps(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1",
+                          *const act = "mtk_act_quant_bf16_fp8_block_none_t256_u4_asteps",
+                          *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1";
+    static const struct { int M, K; const char *env; int plan_late; int dep1, dep2, early; } cases[] = {
+        {1, 512, NULL, 0, 1, 1, 1},      {1, 512, NULL, 1, 0, 0, 0}, {1, 512, "late", 0, 0, 0, 0},
+        {1, 512, "0", 0, 0, 0, 0},       {8, 4096, NULL, 0, 0, 1, 1}};
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        mt_problem p;
+        mt_problem_init(&p, cases[i].M, 8, 2, cases[i].K, 256);
+        p.quant.mode = MT_QUANT_FP8_BLOCK;
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, g1);
+        set_gemm(&plan, MT_STEP_ACT, act);   /* silu in GEMM1: the act step quantizes */
+        set_gemm(&plan, MT_STEP_GEMM2, g2);
+        for (int s = 0; s < MT_STEP_ALL; s++)
+            plan.step[s].pdl = 1;
+        plan.step[MT_STEP_QUANT].max_ctas = plan.step[MT_STEP_ACT].max_ctas = 1056;
+        plan.launch_late = cases[i].plan_late;
+        if (cases[i].env)
+            setenv("MOETUNE_PDL", cases[i].env, 1);
+        else
+            unsetenv("MOETUNE_PDL");
+        fake_driver(1);
+        mt_cu.cuLaunchKernelEx = fake_launch_ex;
+        memset(fake.step_dependent, 0, sizeof fake.step_dependent);
+        memset(fake.route, 0, sizeof fake.route);
+        mt_moe_tensors t = fake_tensors();
+        char msg[512] = "";
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        assert_int_equal(fake.launches, 4);
+        assert_int_equal(fake.launched[0], MT_STEP_QUANT);
+        assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
+        assert_int_equal(fake.launched[2], MT_STEP_ACT);
+        assert_int_equal(fake.launched[3], MT_STEP_GEMM2);
+        /* GEMM2 at M 8 has 2048 CTAs: dependent by its size. */
+        assert_true(fake.step_grid[MT_STEP_GEMM1] < 1024);
+        assert_int_equal(fake.step_grid[MT_STEP_GEMM2] < 1024, cases[i].M == 1);
+        assert_int_equal(fake.step_grid[MT_STEP_QUANT] <= 8, cases[i].M == 1);
+        assert_true(fake.step_grid[MT_STEP_ACT] <= 8);
+        assert_int_equal(fake.step_dependent[MT_STEP_QUANT], 0);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], cases[i].dep1);
+        assert_int_equal(fake.route[0].gemm.pdl_early, cases[i].dep1 && cases[i].early);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], cases[i].dep2);
+        assert_int_equal(fake.route[1].gemm.pdl_early, cases[i].dep2 && cases[i].early);
+    }
+    unsetenv("MOETUNE_PDL");
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -853,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_pair_weight_maps),
         cmocka_unit_test(test_dependent_launches),
         cmocka_unit_test(test_chunked_persist_waits),
+        cmocka_unit_test(test_decode_gemms_under_small_steps),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
