@@ -428,8 +428,8 @@ __device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid
 
 /* One CTA's work once its tile is known: the live rows of the block into a
  * compact table (BM = 1: the slot itself), then the passes over them;
- * enter() in the first pass (BM = 1's only one), after its first weight
- * loads. */
+ * enter() in the first pass, after its first weight loads (pending only for
+ * BM = 1, whose block always has its one live row: gemv_may_load_early). */
 template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb, gemv_enter enter)
 {
     using S = gemv_shape<Cfg>;
@@ -471,20 +471,20 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     const gemv_rows rows = {s_arow, s_crow, s_w};
     if constexpr (Cfg::BM == 1) {   /* the slot's one row: one pass, the only one compiled */
         gemv_pass<Cfg, 1>(a, t, rows, 0, 1, n, ok, kl, enter);
-        return;
-    }
-    const int live = s_live;
-    for (int r0 = 0; r0 < live; r0 += S::PASS) {
-        const int nv = min(S::PASS, live - r0);
-        const gemv_enter e = {enter.pending && r0 == 0};
-        if (nv == 1)
-            gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl, e);
-        else if (nv == 2)
-            gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl, e);
-        else if (nv <= 4 || S::PASS == 4)
-            gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl, e);
-        else
-            gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl, e);
+    } else {
+        const int live = s_live;
+        for (int r0 = 0; r0 < live; r0 += S::PASS) {
+            const int nv = min(S::PASS, live - r0);
+            const gemv_enter e = {enter.pending && r0 == 0};
+            if (nv == 1)
+                gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl, e);
+            else if (nv == 2)
+                gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl, e);
+            else if (nv <= 4 || S::PASS == 4)
+                gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl, e);
+            else
+                gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl, e);
+        }
     }
 }
 
@@ -623,8 +623,9 @@ template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
 
 /* A row block per slot (BM = 1): the routing and the first weight loads
  * before the wait where the launch allows (gemv_may_load_early). A CTA
- * without a tile waits too before it exits, so that the grid does not
- * finish before the steps ahead of it. */
+ * without a tile waits too before it exits: were every CTA to leave
+ * without waiting, the grid could finish (and the step after it start)
+ * before the steps ahead of it. */
 template <class Cfg> __device__ void grouped_gemv_slots(const mt_gemv_slot_args &s)
 {
     const gemv_enter enter = {gemv_may_load_early<Cfg>(s.gemm)};
