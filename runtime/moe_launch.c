@@ -521,8 +521,8 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * launch of a call is an ordinary one, so a call starts after everything
  * queued before it. A plan whose pipeline says launch=late has every GEMM
  * wait for the step ahead before it reads anything (no early weight loads,
- * gemm_early; a persistent GEMM then launches the ordinary way,
- * launch_is_dependent); MOETUNE_PDL=late in the environment does that for
+ * gemm_early; a persistent GEMM, or one under a small step, then launches
+ * the ordinary way, launch_is_dependent); MOETUNE_PDL=late in the environment does that for
  * every plan (to time what the early loads bring), MOETUNE_PDL=0 turns
  * dependent launches off. MOETUNE_TRACE=1 prints every GEMM launch's
  * arguments on stderr (to place an address a sanitizer reports). Both are
@@ -534,6 +534,7 @@ typedef struct launch_seq {
     int trace;      /* MOETUNE_TRACE=1 */
     int count;      /* kernels launched so far */
     mt_step last;   /* the step of the last one */
+    unsigned last_grid;   /* and its CTAs */
 } launch_seq;
 
 static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
@@ -553,6 +554,13 @@ static launch_seq launch_seq_start(const mt_moe_plan *plan, CUstream stream)
  * docs/PERFORMANCE.md, session 4). */
 #define PDL_MIN_GEMM_CTAS 1024
 
+/* A step ahead of at most this many CTAs (an activation quantization of a
+ * few rows) holds at most as many of the GPU's SMs, and the others are free:
+ * that step let the GEMM launch only after its own wait, when every step
+ * before it had finished. The GEMM's CTAs then spread as in an ordinary
+ * launch and cannot bunch. */
+#define PDL_SMALL_STEP_CTAS 8
+
 /* May a GEMM launched now read before its wait? Only when the plan allows
  * early reads and the alignment that writes the routing is not the launch
  * right ahead: every launch ahead of that one has finished when this one
@@ -570,6 +578,16 @@ static int loads_before_wait(const mt_kernel *k)
            (!strcmp(pipe, "ws") || !strcmp(pipe, "persist")) && mt_variant_int(&k->v, "EPI_COLS", 0) == 0;
 }
 
+/* Does k, launched with pdl_early, read anything before its wait? The
+ * mma.sync family its tile's rows and first weight stages, the slot-routed
+ * matrix-vector kernels (grouped_gemv, BLOCK_M 1) their first round of
+ * weight chunks, and the tiles of loads_before_wait their first weight
+ * tiles; the others wait first. */
+static int reads_before_wait(const mt_kernel *k)
+{
+    return !strcmp(k->v.family, "grouped_gemm") || slot_routed(k) || loads_before_wait(k);
+}
+
 /* Would a launch of k with `grid` CTAs now be a dependent one? A persistent
  * GEMM whose grid is all the CTAs the GPU holds at once (mt_kernel.max_ctas)
  * has no free SMs to bunch on: it is dependent when it reads early, its
@@ -577,7 +595,12 @@ static int loads_before_wait(const mt_kernel *k)
  * ahead. Launched dependent without those reads it was no faster (H200,
  * the tuned pipelines of the five peer problems at 7 M from 1 to 4096:
  * 1.001x the time, DeepSeek-V2-Lite M = 32 1.07x; docs/PERFORMANCE.md,
- * session 25). */
+ * session 25). Nor can a GEMM bunch under a small step ahead
+ * (PDL_SMALL_STEP_CTAS): one that reads before its wait is dependent there
+ * when it may read early (the decode pipelines of the 8-bit modes, whose
+ * slot-routed matrix-vector GEMMs follow the quantization of a few rows);
+ * the others keep the ordinary launch their database entries were timed
+ * with. */
 static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kernel *k,
                                unsigned grid)
 {
@@ -586,7 +609,10 @@ static int launch_is_dependent(const launch_seq *q, mt_step step, const mt_kerne
     if (step != MT_STEP_GEMM1 && step != MT_STEP_GEMM2)
         return 1;
     const int fills_gpu = k->max_ctas > 0 && grid == (unsigned)k->max_ctas;
-    return grid >= PDL_MIN_GEMM_CTAS || (fills_gpu && may_read_early(q) && loads_before_wait(k));
+    const int small_ahead = q->last_grid <= PDL_SMALL_STEP_CTAS;
+    return grid >= PDL_MIN_GEMM_CTAS ||
+           (may_read_early(q) &&
+            ((small_ahead && reads_before_wait(k)) || (fills_gpu && loads_before_wait(k))));
 }
 
 static int32_t gemm_early(const launch_seq *q, mt_step step, const mt_kernel *k, unsigned grid)
@@ -618,6 +644,7 @@ static mt_status launch(launch_seq *q, mt_step step, const mt_kernel *k, unsigne
     }
     q->count++;
     q->last = step;
+    q->last_grid = grid;
     return MT_OK;
 fail:
     return st;

@@ -173,22 +173,27 @@ __device__ __forceinline__ void store_pair(T *C, int64_t at, const bool (&ok)[2]
 
 /* A lane's walk over its work items first, first + step, ... < end in
  * rounds: load(w, i0) fills the round's U weight chunks (two rows each)
- * into registers, body(w, i0) multiplies them. AHEAD: the next round's
- * chunks are loaded before this round's products, so that a lane has two
- * rounds in flight and a long K is not a chain of load latencies; it
- * doubles the registers for chunks, which costs occupancy where K has few
- * rounds to hide (the template's AHEAD parameter: the tuner chooses). */
-template <bool AHEAD, int U, class Load, class Body>
-__device__ __forceinline__ void stream_rounds(int first, int end, int step, Load load, Body body)
+ * into registers, body(w, i0) multiplies them. The first round is loaded
+ * before enter() runs: a kernel that may read weights before its
+ * programmatic-launch wait (gemv_may_load_early) waits there, so that the
+ * first round streams in under the tail of the step ahead. AHEAD: the next
+ * round's chunks are loaded before this round's products, so that a lane
+ * has two rounds in flight and a long K is not a chain of load latencies;
+ * it doubles the registers for chunks, which costs occupancy where K has
+ * few rounds to hide (the template's AHEAD parameter: the tuner chooses). */
+template <bool AHEAD, int U, class Load, class Body, class Enter>
+__device__ __forceinline__ void stream_rounds(int first, int end, int step, Load load, Body body,
+                                              Enter enter)
 {
     vec8 wc[U][2], wn[U][2];
-    if constexpr (AHEAD)
+    if (first < end)
         load(wc, first);
+    enter();
     for (int i0 = first; i0 < end; i0 += step) {
         if constexpr (AHEAD) {
             if (i0 + step < end)
                 load(wn, i0 + step);
-        } else {
+        } else if (i0 != first) {
             load(wc, i0);
         }
         body(wc, i0);
@@ -202,6 +207,27 @@ __device__ __forceinline__ void stream_rounds(int first, int end, int step, Load
     }
 }
 
+/* May this launch read weights before its wait? Under a.pdl_early the
+ * routing of a slot-routed kernel (BM = 1: the caller's topk_ids and
+ * expert map, gemv_args.h) was final before the step ahead started, and no
+ * step writes the weights, their scales or the router weights
+ * (mt_device.cuh's protocol, runtime/moe_launch.c). Kernels of row blocks
+ * from the alignment step wait first. */
+template <class Cfg> __device__ __forceinline__ bool gemv_may_load_early(const mt_gemm_args &a)
+{
+    return Cfg::BM == 1 && a.pdl_early != 0;
+}
+
+/* The wait of a CTA that loaded early (nothing when it waited at its start). */
+struct gemv_enter {
+    bool pending;
+    __device__ __forceinline__ void operator()() const
+    {
+        if (pending)
+            pdl_enter();
+    }
+};
+
 /* The live rows of a tile's row block, compacted (shared memory). */
 struct gemv_rows {
     const int64_t *arow, *crow;   /* A row and output row */
@@ -210,10 +236,12 @@ struct gemv_rows {
 
 /* One pass over K for rows r0 .. r0 + nv - 1 (nv <= V) of the block's live
  * rows: the pair's two weight rows n[0], n[1] (ok[j]: inside the product),
- * then the epilogue by the pair's first lane. */
+ * then the epilogue by the pair's first lane; enter() after the first
+ * round's weight loads (stream_rounds). */
 template <class Cfg, int V>
 __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows &t, gemv_rows rows, int r0,
-                                          int nv, const int (&n)[2], const bool (&ok)[2], int kl)
+                                          int nv, const int (&n)[2], const bool (&ok)[2], int kl,
+                                          gemv_enter enter)
 {
     using S = gemv_shape<Cfg>;
     using Q = typename S::Q;
@@ -313,7 +341,7 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
     /* Lookahead in one-row passes only: more rows multiply more per chunk
      * loaded and hold more registers already. */
     stream_rounds<V == 1 && Cfg::AHEAD, Cfg::UNROLL>(kl, chunks, S::KL * Cfg::UNROLL, load_round,
-                                                     multiply_round);
+                                                     multiply_round, enter);
 #pragma unroll
     for (int j = 0; j < 2; j++)
 #pragma unroll
@@ -399,8 +427,10 @@ __device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid
 }
 
 /* One CTA's work once its tile is known: the live rows of the block into a
- * compact table (BM = 1: the slot itself), then the passes over them. */
-template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb)
+ * compact table (BM = 1: the slot itself), then the passes over them;
+ * enter() in the first pass, after its first weight loads (pending only for
+ * BM = 1, whose block always has its one live row: gemv_may_load_early). */
+template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb, gemv_enter enter)
 {
     using S = gemv_shape<Cfg>;
     __shared__ int64_t s_arow[Cfg::BM], s_crow[Cfg::BM];
@@ -439,20 +469,21 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     const bool(&ok)[2] = lp.ok;
     const int kl = lp.kl;
     const gemv_rows rows = {s_arow, s_crow, s_w};
-    const int live = s_live;
-    for (int r0 = 0; r0 < live; r0 += S::PASS) {
-        const int nv = min(S::PASS, live - r0);
-        if constexpr (Cfg::BM == 1) {   /* one row: only this pass is compiled */
-            gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl);
-        } else {
+    if constexpr (Cfg::BM == 1) {   /* the slot's one row: one pass, the only one compiled */
+        gemv_pass<Cfg, 1>(a, t, rows, 0, 1, n, ok, kl, enter);
+    } else {
+        const int live = s_live;
+        for (int r0 = 0; r0 < live; r0 += S::PASS) {
+            const int nv = min(S::PASS, live - r0);
+            const gemv_enter e = {enter.pending && r0 == 0};
             if (nv == 1)
-                gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl);
+                gemv_pass<Cfg, 1>(a, t, rows, r0, nv, n, ok, kl, e);
             else if (nv == 2)
-                gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl);
+                gemv_pass<Cfg, 2>(a, t, rows, r0, nv, n, ok, kl, e);
             else if (nv <= 4 || S::PASS == 4)
-                gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl);
+                gemv_pass<Cfg, 4>(a, t, rows, r0, nv, n, ok, kl, e);
             else
-                gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl);
+                gemv_pass<Cfg, S::PASS>(a, t, rows, r0, nv, n, ok, kl, e);
         }
     }
 }
@@ -477,11 +508,15 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
     __shared__ int s_expert[MT_GEMV_SUM_MAX_TOPK];
     __shared__ float s_w[MT_GEMV_SUM_MAX_TOPK];
     __shared__ int s_live;
-    pdl_enter();
     const mt_gemm_args &a = s.gemm;
+    const gemv_enter enter = {gemv_may_load_early<Cfg>(a)};
+    if (!enter.pending)
+        pdl_enter();
     const int n_blocks = num_n_blocks<Cfg>(a), token = blockIdx.x / n_blocks, nb = blockIdx.x % n_blocks;
-    if ((int64_t)token * s.topk >= a.num_slots)
+    if ((int64_t)token * s.topk >= a.num_slots) {
+        enter();
         return;
+    }
     const int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
         const int slot = token * s.topk + lane;
@@ -567,7 +602,8 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
             }
         }
     };
-    stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round);
+    stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round,
+                                           enter);
 #pragma unroll
     for (int j = 0; j < 2; j++)
         acc[j] = pair_lanes_sum<S::KL>(acc[j]);
@@ -582,17 +618,25 @@ template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
     tile_rows t;
     int nb;
     if (tile_of<Cfg>(a, blockIdx.x, &t, &nb))
-        gemv_tile<Cfg>(a, t, nb);
+        gemv_tile<Cfg>(a, t, nb, gemv_enter{false});
 }
 
-/* A row block per slot (BM = 1). */
+/* A row block per slot (BM = 1): the routing and the first weight loads
+ * before the wait where the launch allows (gemv_may_load_early). A CTA
+ * without a tile waits too before it exits: were every CTA to leave
+ * without waiting, the grid could finish (and the step after it start)
+ * before the steps ahead of it. */
 template <class Cfg> __device__ void grouped_gemv_slots(const mt_gemv_slot_args &s)
 {
-    pdl_enter();
+    const gemv_enter enter = {gemv_may_load_early<Cfg>(s.gemm)};
+    if (!enter.pending)
+        pdl_enter();
     tile_rows t;
     int nb;
     if (slot_tile_of<Cfg>(s, blockIdx.x, &t, &nb))
-        gemv_tile<Cfg>(s.gemm, t, nb);
+        gemv_tile<Cfg>(s.gemm, t, nb, enter);
+    else
+        enter();
 }
 
 } // namespace mt

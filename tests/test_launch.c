@@ -437,9 +437,25 @@ static void test_pair_weight_maps(void **state)
     }
 }
 
+/* Run plan for p with every step marked as keeping the launch protocol (as
+ * mt_kernel_load finds the mark) on a driver with cuLaunchKernelEx, each
+ * step's last launch recorded as dependent or not. */
+static void run_with_pdl(mt_moe_plan *plan, const mt_problem *p)
+{
+    for (int s = 0; s < MT_STEP_ALL; s++)
+        plan->step[s].pdl = 1;
+    fake_driver(1);
+    mt_cu.cuLaunchKernelEx = fake_launch_ex;
+    memset(fake.step_dependent, 0, sizeof fake.step_dependent);
+    memset(fake.route, 0, sizeof fake.route);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    assert_int_equal(run(plan, p, &t, msg, sizeof msg), MT_OK);
+}
+
 /* Programmatic dependent launches: every launch but the first, except a
  * GEMM of fewer CTAs than 1024 (its CTAs would bunch on the SMs the step
- * ahead frees first). A dependent GEMM after a step other than the
+ * ahead frees first; under a small step, test_decode_gemms_under_small_steps). A dependent GEMM after a step other than the
  * alignment may read before it waits (pdl_early), unless the plan's
  * launch_late or MOETUNE_PDL=late says otherwise; a persistent GEMM whose
  * grid is all the CTAs the GPU holds at once is dependent only when it may
@@ -469,21 +485,14 @@ static void test_dependent_launches(void **state)
                 default_plan(&p, &plan);
                 set_gemm(&plan, MT_STEP_GEMM1, g1);
                 set_gemm(&plan, MT_STEP_GEMM2, g2s[persist2]);
-                for (int s = 0; s < MT_STEP_ALL; s++)
-                    plan.step[s].pdl = 1;   /* as mt_kernel_load finds the mark */
                 plan.step[MT_STEP_GEMM1].max_ctas = 132;
                 plan.step[MT_STEP_GEMM2].max_ctas = persist2 ? 132 : 0;
                 plan.launch_late = modes[mode].plan_late;
-                fake_driver(1);
-                mt_cu.cuLaunchKernelEx = fake_launch_ex;
-                memset(fake.step_dependent, 0, sizeof fake.step_dependent);
                 if (modes[mode].env)
                     setenv("MOETUNE_PDL", modes[mode].env, 1);
                 else
                     unsetenv("MOETUNE_PDL");
-                mt_moe_tensors t = fake_tensors();
-                char msg[512] = "";
-                assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+                run_with_pdl(&plan, &p);
                 const int pdl = !modes[mode].env || strcmp(modes[mode].env, "0"),
                           early = pdl && !modes[mode].env && !modes[mode].plan_late, big = Ms[i] == 4096;
                 assert_int_equal(fake.step_grid[MT_STEP_GEMM1] == 132, big);
@@ -524,18 +533,98 @@ static void test_chunked_persist_waits(void **state)
         default_plan(&p, &plan);
         set_gemm(&plan, MT_STEP_GEMM1, g1);
         set_gemm(&plan, MT_STEP_GEMM2, cases[i].g2);
-        for (int s = 0; s < MT_STEP_ALL; s++)
-            plan.step[s].pdl = 1;
         plan.step[MT_STEP_GEMM2].max_ctas = 132;
-        fake_driver(1);
-        mt_cu.cuLaunchKernelEx = fake_launch_ex;
-        memset(fake.step_dependent, 0, sizeof fake.step_dependent);
-        mt_moe_tensors t = fake_tensors();
-        char msg[512] = "";
-        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+        run_with_pdl(&plan, &p);
         assert_int_equal(fake.step_grid[MT_STEP_GEMM2], 132);
         assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], cases[i].dependent);
         assert_int_equal(fake.gemm[1].pdl_early, cases[i].dependent);
+    }
+}
+
+/* The 8-bit decode pipeline: quantization, a slot-routed matrix-vector
+ * GEMM1, the act step's quantization, a GEMM2 that sums per token. Both
+ * GEMMs have far fewer than 1024 CTAs (but GEMM2 at K 16384 and up), yet
+ * each follows a step of at most 8 CTAs (PDL_SMALL_STEP_CTAS), under which
+ * they cannot bunch: dependent, reading early, unless the plan is
+ * launch=late, MOETUNE_PDL says late or 0, or the step ahead is larger
+ * (the quantization's 9 CTAs at K 16640, 16 at M 8 and K 4096). */
+static void test_decode_gemms_under_small_steps(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1",
+                          *const act = "mtk_act_quant_bf16_fp8_block_none_t256_u4_asteps",
+                          *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1";
+    static const struct {
+        int M, K;
+        const char *env;
+        int plan_late;
+        unsigned quant_grid;
+        int dep1, dep2, early;
+    } cases[] = {{1, 512, NULL, 0, 1, 1, 1, 1},      {1, 512, NULL, 1, 1, 0, 0, 0},
+                 {1, 512, "late", 0, 1, 0, 0, 0},    {1, 512, "0", 0, 1, 0, 0, 0},
+                 {1, 16384, NULL, 0, 8, 1, 1, 1},    {1, 16640, NULL, 0, 9, 0, 1, 1},
+                 {8, 4096, NULL, 0, 16, 0, 1, 1}};
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        mt_problem p;
+        mt_problem_init(&p, cases[i].M, 8, 2, cases[i].K, 256);
+        p.quant.mode = MT_QUANT_FP8_BLOCK;
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, g1);
+        set_gemm(&plan, MT_STEP_ACT, act);   /* silu in GEMM1: the act step quantizes */
+        set_gemm(&plan, MT_STEP_GEMM2, g2);
+        plan.step[MT_STEP_QUANT].max_ctas = plan.step[MT_STEP_ACT].max_ctas = 1056;
+        plan.launch_late = cases[i].plan_late;
+        if (cases[i].env)
+            setenv("MOETUNE_PDL", cases[i].env, 1);
+        else
+            unsetenv("MOETUNE_PDL");
+        run_with_pdl(&plan, &p);
+        assert_int_equal(fake.launches, 4);
+        assert_int_equal(fake.launched[0], MT_STEP_QUANT);
+        assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
+        assert_int_equal(fake.launched[2], MT_STEP_ACT);
+        assert_int_equal(fake.launched[3], MT_STEP_GEMM2);
+        assert_true(fake.step_grid[MT_STEP_GEMM1] < 1024);
+        assert_int_equal(fake.step_grid[MT_STEP_GEMM2] < 1024, cases[i].M * cases[i].K / 16 < 1024);
+        assert_int_equal(fake.step_grid[MT_STEP_QUANT], cases[i].quant_grid);
+        assert_true(fake.step_grid[MT_STEP_ACT] <= 8);
+        assert_int_equal(fake.step_dependent[MT_STEP_QUANT], 0);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], cases[i].dep1);
+        assert_int_equal(fake.route[0].gemm.pdl_early, cases[i].dep1 && cases[i].early);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM2], cases[i].dep2);
+        assert_int_equal(fake.route[1].gemm.pdl_early, cases[i].dep2 && cases[i].early);
+    }
+    unsetenv("MOETUNE_PDL");
+}
+
+/* A tiled GEMM1 under the same small quantization (M 1, fp8 block-wise,
+ * after the alignment): a "ws" tile with TMA weight loads requests its
+ * first weight tiles before its wait, so it is dependent; a "sync" tile
+ * waits first and keeps the ordinary launch. */
+static void test_small_step_needs_early_reads(void **state)
+{
+    (void)state;
+    static const struct { const char *g1; int dependent; } cases[] = {
+        {"mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m64_n128_k128_g8_s6_pws_fwait_btma", 1},
+        {"mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m64_n128_k128_g8_s5_psync_fwait_btma", 0}};
+    unsetenv("MOETUNE_PDL");
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        mt_problem p;
+        mt_problem_init(&p, 1, 8, 2, 512, 256);
+        p.quant.mode = MT_QUANT_FP8_BLOCK;
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        set_gemm(&plan, MT_STEP_GEMM1, cases[i].g1);
+        set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m64_n128_k128_g8_s5_psync"
+                                       "_fwait_btma");
+        run_with_pdl(&plan, &p);
+        assert_int_equal(fake.launched[0], MT_STEP_ALIGN);
+        assert_int_equal(fake.launched[1], MT_STEP_QUANT);
+        assert_int_equal(fake.launched[2], MT_STEP_GEMM1);
+        assert_true(fake.step_grid[MT_STEP_QUANT] <= 8 && fake.step_grid[MT_STEP_GEMM1] < 1024);
+        assert_int_equal(fake.step_dependent[MT_STEP_GEMM1], cases[i].dependent);
+        assert_int_equal(fake.gemm[0].pdl_early, cases[i].dependent);
     }
 }
 
@@ -853,6 +942,8 @@ int main(void)
         cmocka_unit_test(test_pair_weight_maps),
         cmocka_unit_test(test_dependent_launches),
         cmocka_unit_test(test_chunked_persist_waits),
+        cmocka_unit_test(test_decode_gemms_under_small_steps),
+        cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
