@@ -522,11 +522,11 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p)
  * queued before it. A plan whose pipeline says launch=late has every GEMM
  * wait for the step ahead before it reads anything (no early weight loads,
  * gemm_early; a persistent GEMM, or one under a small step, then launches
- * the ordinary way, launch_is_dependent); MOETUNE_PDL=late in the environment does that for
- * every plan (to time what the early loads bring), MOETUNE_PDL=0 turns
- * dependent launches off. MOETUNE_TRACE=1 prints every GEMM launch's
- * arguments on stderr (to place an address a sanitizer reports). Both are
- * read once per call. */
+ * the ordinary way, launch_is_dependent); MOETUNE_PDL=late in the
+ * environment does that for every plan (to time what the early loads
+ * bring), MOETUNE_PDL=0 turns dependent launches off. MOETUNE_TRACE=1
+ * prints every GEMM launch's arguments on stderr (to place an address a
+ * sanitizer reports). Both are read once per call. */
 typedef struct launch_seq {
     CUstream stream;
     int pdl;        /* the driver has cuLaunchKernelEx and it is not turned off */
