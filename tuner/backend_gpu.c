@@ -41,6 +41,7 @@ typedef struct gpu_backend {
     /* the open item */
     int open;
     mt_problem_data d, dcub;
+    uint64_t seed;           /* d's seed (mt_tuning_seed), dcub's too */
     int have_dcub;
     mt_plan_ref ref;         /* the oracle's sampled rows (tuner/plan_check.h) */
     CUdeviceptr ws;
@@ -181,7 +182,9 @@ static mt_status gpu_open_item(void *self, const mt_problem *p, const char *rout
     mt_status st = load_step_kernels(b, p, msg, msg_size);
     if (st)
         return st;
-    if ((st = mt_problem_data_make(&b->d, p, r, (uint64_t)p->M, 1, msg, msg_size)))
+    if ((st = mt_tuning_seed(p, r, &b->seed)))
+        return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
+    if ((st = mt_problem_data_make(&b->d, p, r, b->seed, 1, msg, msg_size)))
         return st;
     b->open = 1;
     return mt_plan_ref_make(&b->ref, &b->d, msg, msg_size);
@@ -311,7 +314,7 @@ static mt_status gpu_measure_cublas(void *self, mt_measure *out, char *msg, size
     }
     if (q.format == MT_FORMAT_STANDARD) {   /* the same routing, laid out per expert */
         q.format = MT_FORMAT_BATCHED;
-        if ((st = mt_problem_data_make(&b->dcub, &q, MT_ROUTING_UNIFORM, (uint64_t)q.M, 1, msg,
+        if ((st = mt_problem_data_make(&b->dcub, &q, MT_ROUTING_UNIFORM, b->seed, 1, msg,
                                        msg_size)))
             return st;
         b->have_dcub = 1;
