@@ -447,22 +447,26 @@ static void test_tuning_seed(void **state)
         mt_problem p;
         mt_problem_init(&p, cases[i].M, cases[i].E, cases[i].topk, 64, 64);
         uint64_t seed = 0;
-        assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed), MT_OK);
+        int hit = 0;
+        assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
         assert_int_equal((seed - (uint64_t)p.M) % 1000, 0);
+        assert_int_equal(hit, cases[i].hits);
         assert_int_equal(hits_of_seed(&p, MT_ROUTING_UNIFORM, seed), cases[i].hits);
     }
     mt_problem p;
     mt_problem_init(&p, 8, 8, 2, 64, 64);
     uint64_t seed = 0;
+    int hit = 0;
     assert_int_equal(hits_of_seed(&p, MT_ROUTING_UNIFORM, 8), 8);   /* M's seed: all 8 */
-    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_BALANCED, &seed), MT_OK);
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_BALANCED, &seed, &hit), MT_OK);
     assert_int_equal(seed, 8);
+    assert_int_equal(hit, hits_of_seed(&p, MT_ROUTING_BALANCED, 8));
     mt_problem_init(&p, 4096, 8, 2, 64, 64);   /* every expert hit by the first seed */
-    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed), MT_OK);
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
     assert_int_equal(seed, 4096);
     mt_problem_init(&p, 8, 64, 6, 64, 64);   /* seed 8 hits 39, 35 expected */
     p.has_expert_map = 1;   /* every expert local: uniform routing would search */
-    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed), MT_OK);
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
     assert_int_equal(seed, 8);
 }
 

@@ -182,7 +182,8 @@ static mt_status gpu_open_item(void *self, const mt_problem *p, const char *rout
     mt_status st = load_step_kernels(b, p, msg, msg_size);
     if (st)
         return st;
-    if ((st = mt_tuning_seed(p, r, &b->seed)))
+    int hit;
+    if ((st = mt_tuning_seed(p, r, &b->seed, &hit)))
         return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
     if ((st = mt_problem_data_make(&b->d, p, r, b->seed, 1, msg, msg_size)))
         return st;

@@ -24,6 +24,7 @@
 
 #include "common/util.h"
 #include "moetune/db.h"
+#include "tuner/harness.h"
 #include "tuner/select.h"
 
 typedef struct worker {
@@ -624,8 +625,17 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     }
     if (done)
         return MT_OK;
-    if (o->log)
-        fprintf(o->log, "[%s] M=%lld: preparing data and reference\n", o->label, (long long)M);
+    if (o->log) {   /* the routing the backend makes the data with */
+        mt_routing routing = MT_ROUTING_UNIFORM;
+        uint64_t seed = 0;
+        int hit = -1;
+        if (o->routing && mt_routing_parse(o->routing, &routing))
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", o->routing);
+        if ((st = mt_tuning_seed(&p, routing, &seed, &hit)))
+            return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
+        fprintf(o->log, "[%s] M=%lld: preparing data and reference (routing seed %llu: %d of %lld experts hit)\n",
+                o->label, (long long)M, (unsigned long long)seed, hit, (long long)p.E);
+    }
     if ((st = w->be.open_item(w->be.self, &p, o->routing, msg, msg_size)))
         return st;
     char text[1024];
