@@ -256,10 +256,11 @@ static void test_resume_after_kill(void **state)
     }
 }
 
-/* --retune tunes each M once per run: a candidate that kills the worker at
- * M = 256 restarts it, and the restarted worker does not tune M = 1 and
- * 16 (retuned by this run already) again, nor time the faulting candidate
- * again (recorded as rejected). A second run with --retune starts over. */
+/* --retune tunes each M once per run: a GEMM1 that kills the worker (the
+ * second stage-1 candidate at M = 256) restarts it wherever it is timed, and
+ * the restarted worker does not tune the M values this run has finished
+ * again, nor time a faulting candidate again (recorded as rejected). A
+ * second run with --retune starts over. */
 static void test_retune_once_across_restarts(void **state)
 {
     (void)state;
@@ -280,7 +281,7 @@ static void test_retune_once_across_restarts(void **state)
     unsetenv("MT_FAKE_FAULT");
     assert_int_equal(s.nrows, 4);
     /* One restart for each pair with the faulting GEMM1 (stage 3 may time
-     * it in several), each recorded once as a fault and not tried again. */
+     * it at several M), each recorded once as a fault and not tried again. */
     cand_scan after = scan_db(path);
     assert_true(s.worker_restarts >= 1);
     assert_int_equal(s.worker_restarts, after.faults);
@@ -498,15 +499,13 @@ static int scan_pair(const mt_db_candidate *c, void *ctx)
     return 0;
 }
 
-/* Stage 3 times the winner's GEMM1 with the other pipeline depth (fake
- * names end in STAGES: 3 or 4) under the winner's GEMM2: a pair that the
- * first two stages do not time here. */
 /* opts_at(M) with max_candidates into a new database DIR/NAME.db (its
- * path into path, of 600 bytes): one row, the winner moetune's. */
-static void tune_one_m(const char *name, int64_t M, int max_candidates, char *path, mt_tune_summary *s)
+ * path into path): one row, the winner moetune's. */
+static void tune_one_m(const char *name, int64_t M, int max_candidates, char *path, size_t path_size,
+                       mt_tune_summary *s)
 {
     char msg[1024];
-    snprintf(path, 600, "%s/%s.db", mt_test_tmpdir(name), name);
+    snprintf(path, path_size, "%s/%s.db", mt_test_tmpdir(name), name);
     mt_tune_opts o;
     opts_at(&o, path, M);
     o.max_candidates = max_candidates;
@@ -515,13 +514,15 @@ static void tune_one_m(const char *name, int64_t M, int max_candidates, char *pa
     assert_string_equal(s->rows[0].winner, "moetune");
 }
 
+/* Stage 3 times the winner's GEMM1 with the other pipeline depth (fake
+ * names end in STAGES: 3 or 4) under the winner's GEMM2: a pair that the
+ * first two stages do not time here. */
 static void test_refines_the_winner(void **state)
 {
     (void)state;
     char path[600];
     mt_tune_summary s;
-    tune_one_m("tune-refine", 4096, 1, path, &s);
-    assert_string_equal(s.rows[0].winner, "moetune");
+    tune_one_m("tune-refine", 4096, 1, path, sizeof path, &s);
     pair_scan sc = {.M = 4096};
     char g1[256];
     mt_strlcpy(g1, s.rows[0].gemm1, sizeof g1);
@@ -558,13 +559,15 @@ static int scan_runner_up(const mt_db_candidate *c, void *ctx)
 
 /* Stage 3 refines the best pair of another BLOCK_M than the winner's too
  * (here the first stages time 128- and 64-row pairs and the 128-row ones
- * win): pairs of 64-row tiles of two pipeline depths are timed. */
+ * win): pairs of 64-row tiles of two pipeline depths are timed. Stage 2
+ * pairs GEMM2 tiles with stage 1's best GEMM1, a 128-row one here (the
+ * winner's BLOCK_M is asserted), so its pairs do not count. */
 static void test_refines_the_runner_up_block_m(void **state)
 {
     (void)state;
     char path[600];
     mt_tune_summary s;
-    tune_one_m("tune-runner-up", 4096, 3, path, &s);
+    tune_one_m("tune-runner-up", 4096, 3, path, sizeof path, &s);
     char winner[600];
     snprintf(winner, sizeof winner, "gemm1=%s;gemm2=%s", s.rows[0].gemm1, s.rows[0].gemm2);
     runner_up_scan r = {.M = 4096, .skip_block_m = fake_block_m(winner)};

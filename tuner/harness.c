@@ -452,7 +452,7 @@ mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint
 
 mt_status mt_tuning_seed(const mt_problem *p, mt_routing routing, uint64_t *seed, int *hit)
 {
-    const int typical = routing == MT_ROUTING_UNIFORM && !p->has_expert_map && p->M > 0;
+    const int typical = routing == MT_ROUTING_UNIFORM && !p->has_expert_map;
     const int want = typical ? (int)lround(mt_expected_experts_hit(p)) : 0;
     return mt_routing_seed_for_hits(p, routing, (uint64_t)p->M, 1000, typical ? 256 : 1, want, seed, hit);
 }

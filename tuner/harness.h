@@ -91,9 +91,10 @@ mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint
  * expected number of experts (mt_expected_experts_hit, rounded), so that a
  * small batch is tuned on a typical routing rather than on whatever seed M
  * draws (Mixtral at M = 8 hits all 8 experts with seed 8, 7.2 on average;
- * the GEMM2 tile count that fills the GPU differs). Where M's own seed is
- * typical, as at every M large enough to hit every expert, that seed. Other
- * routings: M. MT_ERR_NO_MEMORY when out of memory. */
+ * the GEMM2 tile count that fills the GPU differs); seed M where it hits
+ * that count already (one token; every M whose expected count rounds to E)
+ * or where no try does. Other routings and expert maps: seed M.
+ * MT_ERR_NO_MEMORY when out of memory. */
 mt_status mt_tuning_seed(const mt_problem *p, mt_routing routing, uint64_t *seed, int *hit);
 
 /* What one rank of expert parallelism holds of a problem's data, on the

@@ -128,7 +128,7 @@ static int same_key(const mt_db_key *a, const mt_db_key *b)
            mt_db_key_format(b, tb, sizeof tb) == MT_OK && !strcmp(ta, tb);
 }
 
-static int gemm1_block_m(const struct worker *w, const char *text);
+static int64_t gemm1_block_m(const struct worker *w, const char *text);
 
 static int scan_best(const mt_db_candidate *c, void *ctx)
 {
@@ -136,8 +136,11 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
     if (c->M != b->M || !same_key(&c->key, b->key) ||
         strncmp(c->pipeline, b->prefix, strlen(b->prefix)) || !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
         return 0;
-    if (b->skip_block_m > 0 && gemm1_block_m(b->w, c->pipeline) == b->skip_block_m)
-        return 0;
+    if (b->skip_block_m > 0) {   /* pairs of another BLOCK_M, of kernels of this search */
+        const int64_t bm = gemm1_block_m(b->w, c->pipeline);
+        if (bm == 0 || bm == b->skip_block_m)
+            return 0;
+    }
     b->count++;
     if (!c->ok) {
         b->rejected++;
@@ -318,10 +321,10 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
 }
 
 /* The BLOCK_M of a pipeline text's GEMM1; 0 where it names no variant here. */
-static int gemm1_block_m(const worker *w, const char *text)
+static int64_t gemm1_block_m(const worker *w, const char *text)
 {
     const mt_variant *g1, *g2;
-    return parse_pair(w, text, &g1, &g2) ? (int)mt_variant_int(g1, "BLOCK_M", 0) : 0;
+    return parse_pair(w, text, &g1, &g2) ? mt_variant_int(g1, "BLOCK_M", 0) : 0;
 }
 
 /* Stage 1b: the pipelines the database holds for this problem at M and at
@@ -652,18 +655,17 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     }
     if (done)
         return MT_OK;
-    if (o->log) {   /* the routing the backend makes the data with */
-        mt_routing routing = MT_ROUTING_UNIFORM;
-        uint64_t seed = 0;
-        int hit = -1;
-        if (o->routing && mt_routing_parse(o->routing, &routing))
-            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", o->routing);
-        if ((st = mt_tuning_seed(&p, routing, &seed, &hit)))
-            return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
+    mt_routing routing = MT_ROUTING_UNIFORM;
+    uint64_t seed = 0;
+    int hit = -1;
+    if (o->routing && mt_routing_parse(o->routing, &routing))
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", o->routing);
+    if ((st = mt_tuning_seed(&p, routing, &seed, &hit)))
+        return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
+    if (o->log)
         fprintf(o->log, "[%s] M=%lld: preparing data and reference (routing seed %llu: %d of %lld experts hit)\n",
                 o->label, (long long)M, (unsigned long long)seed, hit, (long long)p.E);
-    }
-    if ((st = w->be.open_item(w->be.self, &p, o->routing, msg, msg_size)))
+    if ((st = w->be.open_item(w->be.self, &p, routing, seed, msg, msg_size)))
         return st;
     char text[1024];
     int retimed = 0;   /* stage 1b timed this M's stored pipeline */
@@ -750,9 +752,10 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
      * 64-row pairs were `sync` and `ws` tiles, and stage 3 walked the
      * winner's parameters alone. From the best 64-row pair it walks PIPE
      * (then GEMM2's PIPE and ALOAD) too. */
-    if ((st = refine(w, &key, &p, 0, msg, msg_size)) ||
-        (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)) ||
-        (b.us < 1e30 && (st = refine(w, &key, &p, gemm1_block_m(w, b.text), msg, msg_size))) ||
+    if ((st = refine(w, &key, &p, 0, msg, msg_size)) || (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
+        goto done;
+    const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
+    if ((winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size))) ||
         (st = settle_launch(w, &key, M, msg, msg_size)))
         goto done;
     best_scan cb;
