@@ -387,6 +387,18 @@ static void test_bad_database(void **state)
     assert_non_null(strstr(msg, missing));
 }
 
+/* Distinct experts the data made from seed routes to (host-only data). */
+static int hits_of_seed(const mt_problem *p, mt_routing routing, uint64_t seed)
+{
+    char msg[256];
+    mt_problem_data d;
+    assert_int_equal(mt_problem_data_make(&d, p, routing, seed, 0, msg, sizeof msg), MT_OK);
+    const int hit = mt_experts_hit(d.h_topk_ids, p->M * p->topk, p->E,
+                                   p->has_expert_map ? d.h_expert_map : NULL);
+    mt_problem_data_free(&d);
+    return hit;
+}
+
 /* The routing seed for a wanted count of experts hit (`bench --experts-hit`):
  * the data made with the seed found hits that many; a count the first seed
  * already has keeps it; one no seed reaches leaves the first seed. Mixtral
@@ -396,7 +408,6 @@ static void test_seed_for_hits(void **state)
     (void)state;
     mt_problem p;
     mt_problem_init(&p, 8, 8, 2, 64, 64);
-    char msg[256];
     for (int want = 6; want <= 8; want++) {
         uint64_t seed = 0;
         int hit = 0;
@@ -404,10 +415,7 @@ static void test_seed_for_hits(void **state)
                          MT_OK);
         assert_int_equal(hit, want);
         assert_int_equal((seed - 43) % 1000, 0);
-        mt_problem_data d;
-        assert_int_equal(mt_problem_data_make(&d, &p, MT_ROUTING_UNIFORM, seed, 0, msg, sizeof msg), MT_OK);
-        assert_int_equal(mt_experts_hit(d.h_topk_ids, p.M * p.topk, p.E, NULL), want);
-        mt_problem_data_free(&d);
+        assert_int_equal(hits_of_seed(&p, MT_ROUTING_UNIFORM, seed), want);
     }
     uint64_t first = 0;
     int first_hit = 0, hit = 0;
@@ -424,6 +432,45 @@ static void test_seed_for_hits(void **state)
     assert_int_equal(hit, first_hit);
 }
 
+/* The tuner's seed (mt_tuning_seed): a decode batch routed uniformly hits
+ * the expected number of experts, rounded (Mixtral M = 8: 7.2 -> 7, where
+ * seed 8 hits all 8; DeepSeek-V2-Lite M = 8: 34.9 -> 35, where seed 8 hits
+ * 39); M's own seed where it is typical already (one token; every expert
+ * hit); skewed routing and expert maps keep M. */
+static void test_tuning_seed(void **state)
+{
+    (void)state;
+    static const struct { int64_t M, E, topk; int hits; } cases[] = {
+        {8, 8, 2, 7}, {8, 64, 6, 35}, {8, 128, 8, 52}, {32, 256, 8, 163}, {1, 128, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_problem p;
+        mt_problem_init(&p, cases[i].M, cases[i].E, cases[i].topk, 64, 64);
+        uint64_t seed = 0;
+        int hit = 0;
+        assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
+        assert_int_equal((seed - (uint64_t)p.M) % 1000, 0);
+        assert_int_equal(hit, cases[i].hits);
+        assert_int_equal(hits_of_seed(&p, MT_ROUTING_UNIFORM, seed), cases[i].hits);
+    }
+    mt_problem p;
+    mt_problem_init(&p, 8, 8, 2, 64, 64);
+    uint64_t seed = 0;
+    int hit = 0;
+    assert_int_equal(hits_of_seed(&p, MT_ROUTING_UNIFORM, 8), 8);   /* M's seed: all 8 */
+    /* Skewed routing draws its slots from the seed too (balanced does not). */
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_SKEWED, &seed, &hit), MT_OK);
+    assert_int_equal(seed, 8);
+    assert_int_equal(hit, hits_of_seed(&p, MT_ROUTING_SKEWED, 8));
+    mt_problem_init(&p, 4096, 8, 2, 64, 64);   /* every expert hit by the first seed */
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
+    assert_int_equal(seed, 4096);
+    mt_problem_init(&p, 8, 64, 6, 64, 64);   /* seed 8 hits 39, 35 expected */
+    p.has_expert_map = 1;   /* every expert local: uniform routing would search */
+    assert_int_equal(mt_tuning_seed(&p, MT_ROUTING_UNIFORM, &seed, &hit), MT_OK);
+    assert_int_equal(seed, 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,7 +478,7 @@ int main(void)
         cmocka_unit_test(test_json),       cmocka_unit_test(test_table),
         cmocka_unit_test(test_chart),      cmocka_unit_test(test_bad_database),
         cmocka_unit_test(test_cublas_baseline_refuses_quant),
-        cmocka_unit_test(test_seed_for_hits),
+        cmocka_unit_test(test_seed_for_hits),   cmocka_unit_test(test_tuning_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

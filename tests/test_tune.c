@@ -256,10 +256,11 @@ static void test_resume_after_kill(void **state)
     }
 }
 
-/* --retune tunes each M once per run: a candidate that kills the worker at
- * M = 256 restarts it, and the restarted worker does not tune M = 1 and
- * 16 (retuned by this run already) again, nor time the faulting candidate
- * again (recorded as rejected). A second run with --retune starts over. */
+/* --retune tunes each M once per run: a GEMM1 that kills the worker (the
+ * second stage-1 candidate at M = 256) restarts it wherever it is timed, and
+ * the restarted worker does not tune the M values this run has finished
+ * again, nor time a faulting candidate again (recorded as rejected). A
+ * second run with --retune starts over. */
 static void test_retune_once_across_restarts(void **state)
 {
     (void)state;
@@ -279,7 +280,11 @@ static void test_retune_once_across_restarts(void **state)
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
     unsetenv("MT_FAKE_FAULT");
     assert_int_equal(s.nrows, 4);
-    assert_int_equal(s.worker_restarts, 1);
+    /* One restart for each pair with the faulting GEMM1 (stage 3 may time
+     * it at several M), each recorded once as a fault and not tried again. */
+    cand_scan after = scan_db(path);
+    assert_true(s.worker_restarts >= 1);
+    assert_int_equal(s.worker_restarts, after.faults);
     int first = count_lines(log);
     assert_true(first >= 4 * 3);
     assert_int_equal(repeats(log), 0);
@@ -322,13 +327,20 @@ static void test_bad_options(void **state)
     assert_non_null(strstr(msg, "device 3 is listed twice"));
 }
 
-/* Fake variant names put BLOCK_M right after the epilogue. */
-static int is_m16(const char *name, size_t len)
+/* The BLOCK_M of the first fake variant name in text (fake names put it
+ * right after the epilogue: ..._silu_64_128_...); 0 if there is none. */
+static int fake_block_m(const char *text)
 {
-    for (const char *e = name; (e = strstr(e, "_16_")) && e < name + len; e++)
-        if ((e - name >= 6 && !strncmp(e - 6, "_store", 6)) || (e - name >= 5 && !strncmp(e - 5, "_silu", 5)))
-            return 1;
-    return 0;
+    static const char *const epilogues[] = {"_store_", "_silu_", "_gelu_"};
+    const char *first = NULL;
+    size_t skip = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *at = strstr(text, epilogues[i]);
+        if (at && (!first || at < first))
+            first = at, skip = strlen(epilogues[i]);
+    }
+    int bm = 0;
+    return first && sscanf(first + skip, "%d", &bm) == 1 ? bm : 0;
 }
 
 /* Counts the pipelines of the search (all but the "default;" one and
@@ -338,7 +350,7 @@ static int scan_only_m16(const mt_db_candidate *c, void *ctx)
     int *bad = ctx;
     const char *g2 = strstr(c->pipeline, ";gemm2=");
     if (!strncmp(c->pipeline, "gemm1=", 6) && g2)
-        *bad += !is_m16(c->pipeline, (size_t)(g2 - c->pipeline)) || !is_m16(g2, strlen(g2));
+        *bad += fake_block_m(c->pipeline) != 16 || fake_block_m(g2) != 16;
     return 0;
 }
 
@@ -362,7 +374,7 @@ static void test_param_filter(void **state)
         assert_true(s.rows[i].candidates >= 4);   /* default, cuBLAS and the search */
     for (int i = 0; i < s.nrows; i++)
         if (!strcmp(s.rows[i].winner, "moetune"))
-            assert_true(is_m16(s.rows[i].gemm1, strlen(s.rows[i].gemm1)));
+            assert_int_equal(fake_block_m(s.rows[i].gemm1), 16);
     /* A parameter no variant has, and a value that admits nothing. */
     opts(&o, path);
     o.only[0].name = "NO_SUCH", o.only[0].value = "1";
@@ -487,21 +499,30 @@ static int scan_pair(const mt_db_candidate *c, void *ctx)
     return 0;
 }
 
+/* opts_at(M) with max_candidates into a new database DIR/NAME.db (its
+ * path into path): one row, the winner moetune's. */
+static void tune_one_m(const char *name, int64_t M, int max_candidates, char *path, size_t path_size,
+                       mt_tune_summary *s)
+{
+    char msg[1024];
+    snprintf(path, path_size, "%s/%s.db", mt_test_tmpdir(name), name);
+    mt_tune_opts o;
+    opts_at(&o, path, M);
+    o.max_candidates = max_candidates;
+    assert_int_equal(mt_tune_run(&o, s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s->nrows, 1);
+    assert_string_equal(s->rows[0].winner, "moetune");
+}
+
 /* Stage 3 times the winner's GEMM1 with the other pipeline depth (fake
  * names end in STAGES: 3 or 4) under the winner's GEMM2: a pair that the
  * first two stages do not time here. */
 static void test_refines_the_winner(void **state)
 {
     (void)state;
-    char path[600], msg[1024];
-    snprintf(path, sizeof path, "%s/refine.db", mt_test_tmpdir("tune-refine"));
-    mt_tune_opts o;
+    char path[600];
     mt_tune_summary s;
-    opts_at(&o, path, 4096);
-    o.max_candidates = 1;
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    assert_int_equal(s.nrows, 1);
-    assert_string_equal(s.rows[0].winner, "moetune");
+    tune_one_m("tune-refine", 4096, 1, path, sizeof path, &s);
     pair_scan sc = {.M = 4096};
     char g1[256];
     mt_strlcpy(g1, s.rows[0].gemm1, sizeof g1);
@@ -511,6 +532,49 @@ static void test_refines_the_winner(void **state)
     snprintf(sc.text, sizeof sc.text, "gemm1=%s;gemm2=%s", g1, s.rows[0].gemm2);
     foreach_candidate(path, scan_pair, &sc);
     assert_int_equal(sc.found, 1);
+}
+
+typedef struct runner_up_scan {
+    int64_t M;
+    int skip_block_m;   /* the winner's */
+    int others, refined;
+} runner_up_scan;
+
+/* Counts the pairs of another BLOCK_M than the winner's, and those of them
+ * whose two GEMMs differ in pipeline depth (the last character of a fake
+ * name): the first stages pair a GEMM1 with its GEMM2 twin, so only stage
+ * 3 times such a pair, and stage 2 only under the winner's GEMM1. */
+static int scan_runner_up(const mt_db_candidate *c, void *ctx)
+{
+    runner_up_scan *s = ctx;
+    const char *sep = strstr(c->pipeline, ";gemm2=");
+    if (c->M != s->M || !c->ok || strncmp(c->pipeline, "gemm1=", 6) || !sep ||
+        fake_block_m(c->pipeline) == s->skip_block_m)
+        return 0;
+    const char *g2 = sep + 7, *g2_end = g2 + strcspn(g2, ";");
+    s->others++;
+    s->refined += sep[-1] != g2_end[-1];
+    return 0;
+}
+
+/* Stage 3 refines the best pair of another BLOCK_M than the winner's too
+ * (here the first stages time 128- and 64-row pairs and the 128-row ones
+ * win): pairs of 64-row tiles of two pipeline depths are timed. Stage 2
+ * pairs GEMM2 tiles with stage 1's best GEMM1, a 128-row one here (the
+ * winner's BLOCK_M is asserted), so its pairs do not count. */
+static void test_refines_the_runner_up_block_m(void **state)
+{
+    (void)state;
+    char path[600];
+    mt_tune_summary s;
+    tune_one_m("tune-runner-up", 4096, 3, path, sizeof path, &s);
+    char winner[600];
+    snprintf(winner, sizeof winner, "gemm1=%s;gemm2=%s", s.rows[0].gemm1, s.rows[0].gemm2);
+    runner_up_scan r = {.M = 4096, .skip_block_m = fake_block_m(winner)};
+    assert_int_equal(r.skip_block_m, 128);
+    foreach_candidate(path, scan_runner_up, &r);
+    assert_true(r.others >= 1);
+    assert_true(r.refined >= 1);
 }
 
 /* Stage 4: the best pipeline is timed launched the other way too, and the
@@ -942,6 +1006,7 @@ int main(void)
         cmocka_unit_test(test_param_filter_per_gemm),
         cmocka_unit_test(test_param_filter_fused_gemm1),
         cmocka_unit_test(test_refines_the_winner),
+        cmocka_unit_test(test_refines_the_runner_up_block_m),
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),
         cmocka_unit_test(test_retune_replaces_foreign_entry),

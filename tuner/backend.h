@@ -42,9 +42,10 @@ struct mt_tune_backend {
      * in parallel, ahead of the measurements that need them. A failure
      * leaves the failing variant to its measurement, which records it. */
     mt_status (*preload)(void *self, const mt_variant *v, size_t n, char *msg, size_t msg_size);
-    /* Prepare one (problem, M): data and the reference result. */
-    mt_status (*open_item)(void *self, const mt_problem *p, const char *routing, char *msg,
-                           size_t msg_size);
+    /* Prepare one (problem, M): data and the reference result, the data
+     * made from seed (the worker's mt_tuning_seed) under routing. */
+    mt_status (*open_item)(void *self, const mt_problem *p, mt_routing routing, uint64_t seed,
+                           char *msg, size_t msg_size);
     void (*close_item)(void *self);
     /* Check and time gemm1 + gemm2 (with align/act/reduce) on the open item,
      * launched as a plan of launch_late (mt_moe_plan.launch_late). A status

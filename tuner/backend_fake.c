@@ -113,10 +113,10 @@ static mt_status fake_pipeline(void *self, const mt_variant *g1, const mt_varian
     return *n >= 2 ? MT_OK : mt_errf(msg, msg_size, MT_ERR_INTERNAL, "fake pipeline");
 }
 
-static mt_status fake_open_item(void *self, const mt_problem *p, const char *routing, char *msg,
-                                size_t msg_size)
+static mt_status fake_open_item(void *self, const mt_problem *p, mt_routing routing, uint64_t seed,
+                                char *msg, size_t msg_size)
 {
-    (void)routing, (void)msg, (void)msg_size;
+    (void)routing, (void)seed, (void)msg, (void)msg_size;
     ((fake *)self)->p = *p;
     return MT_OK;
 }

@@ -41,6 +41,8 @@ typedef struct gpu_backend {
     /* the open item */
     int open;
     mt_problem_data d, dcub;
+    mt_routing routing;      /* d's routing and seed, dcub's too */
+    uint64_t seed;
     int have_dcub;
     mt_plan_ref ref;         /* the oracle's sampled rows (tuner/plan_check.h) */
     CUdeviceptr ws;
@@ -170,18 +172,17 @@ static void gpu_close_item(void *self)
     b->open = 0;
 }
 
-static mt_status gpu_open_item(void *self, const mt_problem *p, const char *routing, char *msg,
-                               size_t msg_size)
+static mt_status gpu_open_item(void *self, const mt_problem *p, mt_routing routing, uint64_t seed,
+                               char *msg, size_t msg_size)
 {
     gpu_backend *b = self;
-    mt_routing r = MT_ROUTING_UNIFORM;
-    if (routing && mt_routing_parse(routing, &r))
-        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", routing);
     gpu_close_item(b);
     mt_status st = load_step_kernels(b, p, msg, msg_size);
     if (st)
         return st;
-    if ((st = mt_problem_data_make(&b->d, p, r, (uint64_t)p->M, 1, msg, msg_size)))
+    b->routing = routing;
+    b->seed = seed;
+    if ((st = mt_problem_data_make(&b->d, p, routing, seed, 1, msg, msg_size)))
         return st;
     b->open = 1;
     return mt_plan_ref_make(&b->ref, &b->d, msg, msg_size);
@@ -311,8 +312,7 @@ static mt_status gpu_measure_cublas(void *self, mt_measure *out, char *msg, size
     }
     if (q.format == MT_FORMAT_STANDARD) {   /* the same routing, laid out per expert */
         q.format = MT_FORMAT_BATCHED;
-        if ((st = mt_problem_data_make(&b->dcub, &q, MT_ROUTING_UNIFORM, (uint64_t)q.M, 1, msg,
-                                       msg_size)))
+        if ((st = mt_problem_data_make(&b->dcub, &q, b->routing, b->seed, 1, msg, msg_size)))
             return st;
         b->have_dcub = 1;
         d = &b->dcub;

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tuner/harness.h"
 #include "tuner/kernel_set.h"
+#include "tuner/roofline.h"
 #include "tuner/select.h"
 
 #include <math.h>
@@ -447,6 +448,13 @@ mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint
     free(d.h_topk_ids);
     free(d.h_topk_weights);
     return st;
+}
+
+mt_status mt_tuning_seed(const mt_problem *p, mt_routing routing, uint64_t *seed, int *hit)
+{
+    const int typical = routing == MT_ROUTING_UNIFORM && !p->has_expert_map;
+    const int want = typical ? (int)lround(mt_expected_experts_hit(p)) : 0;
+    return mt_routing_seed_for_hits(p, routing, (uint64_t)p->M, 1000, typical ? 256 : 1, want, seed, hit);
 }
 
 /* Copy bytes to a new device buffer, remembered in mem[*n] for freeing;

@@ -84,6 +84,19 @@ int mt_experts_hit(const int32_t *topk_ids, int64_t slots, int64_t E, const int3
 mt_status mt_routing_seed_for_hits(const mt_problem *p, mt_routing routing, uint64_t first,
                                    uint64_t stride, int tries, int want, uint64_t *seed, int *hit);
 
+/* The seed the tuner makes p's data from (its candidates and its cuBLAS
+ * baseline alike), and in *hit the experts its routing hits (as
+ * mt_routing_seed_for_hits counts them). Uniform routing without an expert
+ * map: the first of M, M + 1000, ... (256 tries) whose routing hits the
+ * expected number of experts (mt_expected_experts_hit, rounded), so that a
+ * small batch is tuned on a typical routing rather than on whatever seed M
+ * draws (Mixtral at M = 8 hits all 8 experts with seed 8, 7.2 on average;
+ * the GEMM2 tile count that fills the GPU differs); seed M where it hits
+ * that count already (one token; every M whose expected count rounds to E)
+ * or where no try does. Other routings and expert maps: seed M.
+ * MT_ERR_NO_MEMORY when out of memory. */
+mt_status mt_tuning_seed(const mt_problem *p, mt_routing routing, uint64_t *seed, int *hit);
+
 /* What one rank of expert parallelism holds of a problem's data, on the
  * current context's GPU: tokens [tok0, tok0 + M) (hidden, topk ids and
  * weights; one row of buffers when M = 0), experts [e0, e0 + ne) of w1/w2

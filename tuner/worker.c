@@ -24,6 +24,7 @@
 
 #include "common/util.h"
 #include "moetune/db.h"
+#include "tuner/harness.h"
 #include "tuner/select.h"
 
 typedef struct worker {
@@ -110,9 +111,11 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
 
 /* Fastest correct measured candidate of (key, M) with the given prefix. */
 typedef struct best_scan {
+    const struct worker *w;
     const mt_db_key *key;
     int64_t M;
     const char *prefix;
+    int64_t skip_block_m;   /* > 0: pass over pairs whose GEMM1 has this BLOCK_M */
     double us, rel_err;
     char text[1024];
     int count, rejected;
@@ -125,12 +128,19 @@ static int same_key(const mt_db_key *a, const mt_db_key *b)
            mt_db_key_format(b, tb, sizeof tb) == MT_OK && !strcmp(ta, tb);
 }
 
+static int64_t gemm1_block_m(const struct worker *w, const char *text);
+
 static int scan_best(const mt_db_candidate *c, void *ctx)
 {
     best_scan *b = ctx;
     if (c->M != b->M || !same_key(&c->key, b->key) ||
         strncmp(c->pipeline, b->prefix, strlen(b->prefix)) || !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
         return 0;
+    if (b->skip_block_m > 0) {   /* pairs of another BLOCK_M, of kernels of this search */
+        const int64_t bm = gemm1_block_m(b->w, c->pipeline);
+        if (bm == 0 || bm == b->skip_block_m)
+            return 0;
+    }
     b->count++;
     if (!c->ok) {
         b->rejected++;
@@ -144,18 +154,28 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
     return 0;
 }
 
-static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
-                           best_scan *b, char *msg, size_t msg_size)
+/* The fastest correct candidate at M whose pipeline text starts with
+ * prefix; with skip_block_m > 0, of those whose GEMM1 has another BLOCK_M. */
+static mt_status find_best_but(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
+                               int64_t skip_block_m, best_scan *b, char *msg, size_t msg_size)
 {
     memset(b, 0, sizeof *b);
+    b->w = w;
     b->key = key;
     b->M = M;
     b->prefix = prefix;
+    b->skip_block_m = skip_block_m;
     b->us = 1e30;
     mt_status st = mt_db_foreach_candidate(w->db, scan_best, b);
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     return MT_OK;
+}
+
+static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
+                           best_scan *b, char *msg, size_t msg_size)
+{
+    return find_best_but(w, key, M, prefix, 0, b, msg, msg_size);
 }
 
 static const mt_variant *by_name(const worker *w, const char *name, size_t len)
@@ -300,6 +320,13 @@ static int parse_pair(const worker *w, const char *text, const mt_variant **g1,
     return *g1 && *g2;
 }
 
+/* The BLOCK_M of a pipeline text's GEMM1; 0 where it names no variant here. */
+static int64_t gemm1_block_m(const worker *w, const char *text)
+{
+    const mt_variant *g1, *g2;
+    return parse_pair(w, text, &g1, &g2) ? mt_variant_int(g1, "BLOCK_M", 0) : 0;
+}
+
 /* Stage 1b: the pipelines the database holds for this problem at M and at
  * the nearest tuned M on either side. A tile that wins at a neighbouring M
  * often wins here too, but the model's ranking need not put it among its
@@ -428,7 +455,11 @@ static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_probl
     return !strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation));
 }
 
-static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, char *msg, size_t msg_size)
+/* Stage 3 from the best pair, or with skip_block_m > 0 from the best pair
+ * whose GEMM1 has another BLOCK_M than skip_block_m (each round from the
+ * best of that kind as it then stands). */
+static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, int64_t skip_block_m,
+                        char *msg, size_t msg_size)
 {
     const int64_t M = p->M;
     const size_t most = w->nsearch[0] > w->nsearch[1] ? w->nsearch[0] : w->nsearch[1];
@@ -440,7 +471,7 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, ch
         for (int i = 0; refine_params[i] && !st; i++) {
             best_scan b;
             const mt_variant *g1, *g2;
-            if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)) || b.us >= 1e30 ||
+            if ((st = find_best_but(w, key, M, "gemm1=", skip_block_m, &b, msg, msg_size)) || b.us >= 1e30 ||
                 !parse_pair(w, b.text, &g1, &g2))
                 break;
             size_t n = mt_select_neighbours(w->search[second], w->nsearch[second], second ? g2 : g1,
@@ -624,9 +655,17 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     }
     if (done)
         return MT_OK;
+    mt_routing routing = MT_ROUTING_UNIFORM;
+    uint64_t seed = 0;
+    int hit = -1;
+    if (o->routing && mt_routing_parse(o->routing, &routing))
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "unknown routing '%s'", o->routing);
+    if ((st = mt_tuning_seed(&p, routing, &seed, &hit)))
+        return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
     if (o->log)
-        fprintf(o->log, "[%s] M=%lld: preparing data and reference\n", o->label, (long long)M);
-    if ((st = w->be.open_item(w->be.self, &p, o->routing, msg, msg_size)))
+        fprintf(o->log, "[%s] M=%lld: preparing data and reference (routing seed %llu: %d of %lld experts hit)\n",
+                o->label, (long long)M, (unsigned long long)seed, hit, (long long)p.E);
+    if ((st = w->be.open_item(w->be.self, &p, routing, seed, msg, msg_size)))
         return st;
     char text[1024];
     int retimed = 0;   /* stage 1b timed this M's stored pipeline */
@@ -704,7 +743,20 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         if (st)
             goto done;
     }
-    if ((st = refine(w, &key, &p, msg, msg_size)) || (st = settle_launch(w, &key, M, msg, msg_size)))
+    /* Stage 3 twice: from the winner, then from the best pair of another
+     * BLOCK_M. The first stage times one pipeline of each shape, the
+     * model's pick, which need not be the shape's best. DeepSeek-V3 fp8 at
+     * M = 1024 and 2048, tuned from an empty database (H100, session 31):
+     * the winners, swapped 32-row tiles, took 7 and 15 % longer than the
+     * shipped 64-row `pingpong` pairs, which that run never timed; its
+     * 64-row pairs were `sync` and `ws` tiles, and stage 3 walked the
+     * winner's parameters alone. From the best 64-row pair it walks PIPE
+     * (then GEMM2's PIPE and ALOAD) too. */
+    if ((st = refine(w, &key, &p, 0, msg, msg_size)) || (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
+        goto done;
+    const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
+    if ((winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size))) ||
+        (st = settle_launch(w, &key, M, msg, msg_size)))
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||
