@@ -455,8 +455,9 @@ static void run_with_pdl(mt_moe_plan *plan, const mt_problem *p)
 
 /* Programmatic dependent launches: every launch but the first, except a
  * GEMM of fewer CTAs than 1024 (its CTAs would bunch on the SMs the step
- * ahead frees first; under a small step, test_decode_gemms_under_small_steps). A dependent GEMM after a step other than the
- * alignment may read before it waits (pdl_early), unless the plan's
+ * ahead frees first; under a small step, test_decode_gemms_under_small_steps).
+ * A dependent GEMM after a step other than the alignment may read before it
+ * waits (pdl_early), unless the plan's
  * launch_late or MOETUNE_PDL=late says otherwise; a persistent GEMM whose
  * grid is all the CTAs the GPU holds at once is dependent only when it may
  * read early (GEMM2 here; GEMM1 comes right after the alignment).

@@ -471,8 +471,8 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, in
         for (int i = 0; refine_params[i] && !st; i++) {
             best_scan b;
             const mt_variant *g1, *g2;
-            if ((st = find_best_but(w, key, M, "gemm1=", skip_block_m, &b, msg, msg_size)) || b.us >= 1e30 ||
-                !parse_pair(w, b.text, &g1, &g2))
+            if ((st = find_best_but(w, key, M, "gemm1=", skip_block_m, &b, msg, msg_size)) ||
+                b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2))
                 break;
             size_t n = mt_select_neighbours(w->search[second], w->nsearch[second], second ? g2 : g1,
                                             refine_params[i], pick);
@@ -663,7 +663,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = mt_tuning_seed(&p, routing, &seed, &hit)))
         return mt_errf(msg, msg_size, st, "out of memory choosing the routing");
     if (o->log)
-        fprintf(o->log, "[%s] M=%lld: preparing data and reference (routing seed %llu: %d of %lld experts hit)\n",
+        fprintf(o->log,
+                "[%s] M=%lld: preparing data and reference (routing seed %llu: %d of %lld experts hit)\n",
                 o->label, (long long)M, (unsigned long long)seed, hit, (long long)p.E);
     if ((st = w->be.open_item(w->be.self, &p, routing, seed, msg, msg_size)))
         return st;
@@ -752,7 +753,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
      * 64-row pairs were `sync` and `ws` tiles, and stage 3 walked the
      * winner's parameters alone. From the best 64-row pair it walks PIPE
      * (then GEMM2's PIPE and ALOAD) too. */
-    if ((st = refine(w, &key, &p, 0, msg, msg_size)) || (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
+    if ((st = refine(w, &key, &p, 0, msg, msg_size)) ||
+        (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
         goto done;
     const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
     if ((winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size))) ||
