@@ -12,11 +12,15 @@
 #    oracle); gpu_quant's full matrix on the AQUANT=cta tiles alone (its
 #    larger shapes, Mixtral's experts among them); gpu_moe on the slot-routed
 #    grouped_gemv tiles (grouped_gemv.cuh changed for every mode).
-# 2. The shipped silu kernel (divisions) against the branch's (steps): the
-#    shipped database against a copy whose entries that name the first (9:
-#    Qwen3 fp8 M = 1, 8, 32, 128, 4096; DeepSeek-V3 fp8 M = 1, 8, 32, 64)
-#    name the second instead (not stored there: the runtime builds it from
-#    its built-in defaults), at those M, in both orders.
+# 2. The shipped act_quant kernels against the branch's: the shipped
+#    database against a copy whose entries that name the silu kernel with
+#    the divisions (9: Qwen3 fp8 M = 1, 8, 32, 128, 4096; DeepSeek-V3 fp8
+#    M = 1, 8, 32, 64) name the steps one instead, and from which the
+#    stored block quantizer of every fp8 entry (the "none" steps kernel,
+#    whose source the branch changes) is deleted: the runtime builds both
+#    from its built-in defaults, the branch's templates. The bench's steps
+#    alone tell the quant step's and the act step's times apart. Both fp8
+#    problems at eight M, then the other order at two.
 # 3. With the time left: Qwen3 fp8 at M = 1024, 2048 and 4096 retuned from a
 #    copy of the shipped database (the tuner now composes its act step with
 #    the steps silu kernel, so it may take silu out of GEMM1 at more M), and
@@ -42,12 +46,14 @@ div = "act=mtk_act_quant_bf16_fp8_block_silu_t256_u4;"
 steps = "act=mtk_act_quant_bf16_fp8_block_silu_t256_u4_asteps;"
 n = c.execute("update entry set pipeline = replace(pipeline, ?, ?) where instr(pipeline, ?) > 0",
               (div, steps, div)).rowcount
+q = c.execute("delete from kernel where name = 'mtk_act_quant_bf16_fp8_block_none_t256_u4_asteps'").rowcount
 c.commit()
-print(f"== steps-act.db: {n} entries take the steps silu kernel")
+print(f"== steps-act.db: {n} entries take the steps silu kernel; {q} stored quantizer deleted")
 PY
 for order in 1 2; do
-  if [ $order = 1 ]; then a=$shipped b="$out/steps-act.db"; else a="$out/steps-act.db" b=$shipped; fi
-  MT_BENCH_PROBLEMS="qwen3-30b-a3b-fp8 dsv3-tp8-fp8" MT_AB_OLD_DB=$a MT_AB_NEW_DB=$b MT_AB_M=1,8,32,64,128,4096 \
+  if [ $order = 1 ]; then a=$shipped b="$out/steps-act.db" m=1,8,32,64,128,1024,2048,4096
+  else a="$out/steps-act.db" b=$shipped m=8,4096; fi
+  MT_BENCH_PROBLEMS="qwen3-30b-a3b-fp8 dsv3-tp8-fp8" MT_AB_OLD_DB=$a MT_AB_NEW_DB=$b MT_AB_M=$m \
     scripts/gpu-steps.sh abdb 2>&1 | grep "^=="
   mv "$out/steps.tgz" "$out/abdb-act-$order.tgz"
 done
