@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 32's prepared device call 1 (no device machine was lent in session
 # 32, so it has not run). Run in the repository root on the GPU machine after
-# scripts/gpu-prepare.sh on the branch s32-gemv-aq (which holds s32-act; the
-# binaries of .gpu/bin gzipped to fit the carry; carry [".gpu"]):
+# MT_STAGE_GZIP=1 scripts/gpu-prepare.sh on the branch s32-gemv-aq (which
+# holds s32-act; carry [".gpu"]):
 #   bash docs/measurements/2026-12-05-s32/device-call1.sh
 # 1. The proof of the branch's kernels: gpu_numeric (silu_steps against
 #    silu() over every bf16 and fp16 value, bit for bit, the division

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 32's prepared device call 2 (not run: no device machine in session
 # 32), after call 1 proved the branch's kernels. Run in the repository root
-# on the GPU machine after scripts/gpu-prepare.sh on the branch s32-gemv-aq
-# (binaries gzipped; carry [".gpu"]):
+# on the GPU machine after MT_STAGE_GZIP=1 scripts/gpu-prepare.sh on the
+# branch s32-gemv-aq (carry [".gpu"]):
 #   bash docs/measurements/2026-12-05-s32/device-call2.sh
 # The fp8 problems at M = 1 and 8 retuned from a copy of the shipped
 # database: the decode tiles that quantize their own A rows (grouped_gemv
