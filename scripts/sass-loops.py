@@ -77,7 +77,7 @@ def fast_path(rows, at, head, tail):
     k, count, seen = head, 0, set()
     while head <= k <= tail and k not in seen:
         seen.add(k)
-        addr, ins = rows[k]
+        ins = rows[k][1]
         count += 1
         if k == tail:
             break
