@@ -13,7 +13,13 @@ repetitions; then, per
 problem and over all, the geometric means of the speed vs peer and of the
 roofline fraction and the number of points at >= 0.97x the peer (issue 8's
 targets: every point >= 0.97x, geomean speed-up >= 1.3x, geomean roofline
-fraction >= 0.85).
+fraction >= 0.85). A last section, "targets of issue 8", takes the issue's
+targets one by one: the three above, then the decode points (M <= 64, at least
+85 % of the HBM roofline of the experts hit) and the large ones (M >= 2048, at
+least 70 % of the dense tensor-core peak of the precision). For the latter it
+also prints each point's ceiling: the fraction of the peak the point reaches
+when it runs at its roofline, below 1 where reading the weights takes longer
+than the products (FLOPs / peak over max(bytes / bandwidth, FLOPs / peak)).
 
 "moetune us" is `tuned_us` when the JSON has it (bench --db: the pipeline
 libmoetune takes from the tuned database), else `best_us` (the fastest
@@ -33,6 +39,14 @@ import os
 import sys
 
 TARGET_POINT = 0.97   # every point at least this fraction of the peer's speed
+TARGET_GEOMEAN_SPEED = 1.3
+TARGET_GEOMEAN_ROOFLINE = 0.85
+DECODE_M, TARGET_DECODE_HBM = 64, 0.85      # M <= 64: fraction of the HBM roofline
+LARGE_M, TARGET_LARGE_PEAK = 2048, 0.70     # M >= 2048: fraction of the tensor-core peak
+# The issue's (and tuner/roofline.h's) dense peaks: bf16/fp16, and the w8a8
+# modes at twice that (weight-only modes multiply in 16 bits).
+BF16_PEAK_FLOPS = 790e12
+_EIGHT_BIT_PREFIXES = ("fp8-", "int8-")
 
 # (preset label, quant, N) -> problem name of the peer table; N tells the
 # tensor-parallel shard (DeepSeek-V3's N=2048 at TP8 is 256).
@@ -105,6 +119,23 @@ def steps_of(row):
     return ", ".join(cells) or None
 
 
+def peak_flops(row):
+    """The dense tensor-core peak of the point's precision, FLOP/s."""
+    quant = row.get("quant") or _PRESET_QUANT.get(row.get("label"), "none")
+    return BF16_PEAK_FLOPS * (2 if quant.startswith(_EIGHT_BIT_PREFIXES) else 1)
+
+
+def compute_us(row):
+    """The products' time at the peak: 2 * M * topk * 3 * K * N FLOPs (GEMM1's
+    2N outputs and GEMM2's K), as tuner/roofline.c counts them; None when the
+    row lacks the shape."""
+    try:
+        flops = 2.0 * row["M"] * row["topk"] * 3.0 * row["K"] * row["N"]
+    except (KeyError, TypeError):
+        return None
+    return flops / peak_flops(row) * 1e6
+
+
 def points(bench, peer):
     """One dict per bench point: the columns of the tables, None where unknown;
     problems in the peer table's order (others after them), M increasing."""
@@ -118,6 +149,10 @@ def points(bench, peer):
         source = "tuned" if _num(r.get("tuned_us")) else "best"
         ours = _num(r.get(source + "_us"))
         roof = _num(p.get("roofline_us")) or _num(r.get("roofline_us"))
+        cmp_us = _num(compute_us(r))
+        # The memory time is the roofline where the peer table calls the point
+        # memory-bound (or the bench's roofline lies above the products' time).
+        mem_bound = p.get("bound") == "mem" if p else bool(roof and cmp_us and roof > cmp_us)
         lo, hi = _num(r.get(source + "_min_us")), _num(r.get(source + "_max_us"))
         out.append({
             "problem": prob, "M": M, "us": ours, "source": source,
@@ -128,6 +163,9 @@ def points(bench, peer):
             "spread": (hi - lo) / ours if lo and hi and ours else None,
             "experts_hit": r.get("experts_hit"), "peer_experts_hit": p.get("experts_hit"),
             "steps": steps_of(r) if source == "tuned" else None,
+            "hbm_fraction": roof / ours if ours and roof and mem_bound else None,
+            "peak_fraction": cmp_us / ours if ours and cmp_us else None,
+            "peak_ceiling": min(1.0, cmp_us / roof) if cmp_us and roof else None,
         })
     return out
 
@@ -155,6 +193,74 @@ def summary_line(s):
                           s["at_target"], s["with_peer"]))
 
 
+def _point_name(p):
+    return "%s M = %d" % (p["problem"], p["M"])
+
+
+def targets(pts):
+    """Issue 8's targets one by one: dicts of target, goal, measured, met
+    (True/False, None when no point has the figure) and short (the points
+    or the amount by which it is missed)."""
+    s = summary(pts)
+    below = [p for p in pts if p["speed"] is not None and p["speed"] < TARGET_POINT]
+    out = [{
+        "target": "every point against the peer", "goal": ">= %.2fx" % TARGET_POINT,
+        "measured": "%d of %d points" % (s["at_target"], s["with_peer"]),
+        "met": (not below) if s["with_peer"] else None,
+        "short": "; ".join("%s %.3fx" % (_point_name(p), p["speed"]) for p in below),
+    }]
+    for name, key, goal, fmt in (("geomean speed vs the peer", "geomean_speed",
+                                  TARGET_GEOMEAN_SPEED, "%.3fx"),
+                                 ("geomean roofline fraction", "geomean_roofline_fraction",
+                                  TARGET_GEOMEAN_ROOFLINE, "%.3f")):
+        v = s[key]
+        out.append({"target": name, "goal": ">= " + fmt % goal, "measured": _f(v, fmt),
+                    "met": None if v is None else v >= goal,
+                    "short": "" if v is None or v >= goal else "by " + fmt % (goal - v)})
+    for name, key, goal, pick in (
+            ("M <= %d: fraction of the HBM roofline" % DECODE_M, "hbm_fraction",
+             TARGET_DECODE_HBM, lambda p: p["M"] <= DECODE_M),
+            ("M >= %d: fraction of the tensor-core peak" % LARGE_M, "peak_fraction",
+             TARGET_LARGE_PEAK, lambda p: p["M"] >= LARGE_M)):
+        sel = [p for p in pts if pick(p) and p[key] is not None]
+        short = [p for p in sel if p[key] < goal]
+        cells = []
+        for p in short:
+            cell = "%s %.2f" % (_point_name(p), p[key])
+            if key == "peak_fraction" and p["peak_ceiling"] is not None:
+                cell += " (ceiling %.2f)" % p["peak_ceiling"]
+            cells.append(cell)
+        out.append({"target": name, "goal": ">= %.2f each" % goal,
+                    "measured": "%d of %d points" % (len(sel) - len(short), len(sel)),
+                    "met": (not short) if sel else None, "short": "; ".join(cells)})
+    return out
+
+
+def render_targets(pts, out):
+    out.write("\n### targets of issue 8\n\n| target | goal | measured | met | short where |\n"
+              "|---|---|---|---|---|\n")
+    for t in targets(pts):
+        met = {True: "yes", False: "no", None: "-"}[t["met"]]
+        out.write("| %s | %s | %s | %s | %s |\n" % (t["target"], t["goal"], t["measured"],
+                                                    met, t["short"] or "-"))
+    large = [p for p in pts if p["M"] >= LARGE_M and p["peak_fraction"] is not None]
+    if not large:
+        return
+    out.write("\nM >= %d against the tensor-core peak (%.0f TFLOP/s dense bf16, twice that for "
+              "the 8-bit w8a8 modes). The ceiling is the fraction a point reaches at its "
+              "roofline: below %.2f no kernel can meet the target, since reading the weights "
+              "takes longer than the products.\n\n"
+              "| problem | M | moetune us | products at the peak us | fraction of the peak | "
+              "ceiling | within reach |\n|---|---|---|---|---|---|---|\n"
+              % (LARGE_M, BF16_PEAK_FLOPS / 1e12, TARGET_LARGE_PEAK))
+    for p in large:
+        ceiling = p["peak_ceiling"]
+        out.write("| %s | %d | %.1f | %.1f | %.2f | %s | %s |\n" % (
+            p["problem"], p["M"], p["us"], p["peak_fraction"] * p["us"], p["peak_fraction"],
+            _f(ceiling, "%.2f"),
+            "-" if ceiling is None else ("yes" if ceiling >= TARGET_LARGE_PEAK else "no")))
+
+
 def render(pts, out=None):
     out = out or sys.stdout
     problems = []
@@ -178,6 +284,7 @@ def render(pts, out=None):
         out.write("\n%s: %s\n" % (prob, summary_line(summary(rows))))
     out.write("\n**overall** (%d problems, %d points): %s\n" % (
         len(problems), len(pts), summary_line(summary(pts))))
+    render_targets(pts, out)
 
 
 def main(argv=None):
