@@ -17,12 +17,6 @@
 #include "tuner/deterministic.h"
 #include "tuner/refresh.h"
 
-typedef struct db_sub {
-    const char *name;
-    int (*run)(int argc, char **argv);
-    const char *usage;
-} db_sub;
-
 static int fail_db(mt_db *db)
 {
     fprintf(stderr, "moetune db: %s\n", mt_db_errmsg(db));
@@ -64,7 +58,8 @@ static mt_db *open_or_report(const char *path, int flags)
 typedef struct opts {
     const char *pos[16];
     int npos;
-    const char *sku, *E, *out, *vllm, *hash;
+    const char *sku, *out, *vllm, *hash;
+    int64_t E;   /* --E: 0 when not given */
     int images, vllm_flag, dry_run, history, help;
 } opts;
 
@@ -73,6 +68,7 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
                       int vllm_value, opts *o)
 {
     memset(o, 0, sizeof *o);
+    const char *E_text = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -91,7 +87,7 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
         if (!ok)
             return usage_error(usage, "unknown option '%s'", a);
         const char **val = !strcmp(a, "--sku") ? &o->sku
-                         : !strcmp(a, "--E") ? &o->E
+                         : !strcmp(a, "--E") ? &E_text
                          : !strcmp(a, "-o") ? &o->out
                          : !strcmp(a, "--template-hash") ? &o->hash
                          : !strcmp(a, "--vllm") && vllm_value ? &o->vllm : NULL;
@@ -108,8 +104,28 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
         else if (!strcmp(a, "--history"))
             o->history = 1;
     }
+    if (E_text) {
+        char *end;
+        o->E = strtoll(E_text, &end, 10);
+        if (*end || o->E <= 0)
+            return usage_error(usage, "bad --E '%s'", E_text);
+    }
     return 0;
 }
+
+/* A subcommand: its command line (usage, the options it takes, how many
+ * positional arguments), its help, and run(), which gets the parsed options
+ * once mt_cmd_db has checked them. */
+typedef struct db_sub {
+    const char *name;
+    const char *usage;
+    const char *const *allowed;   /* NULL-terminated */
+    int vllm_value;               /* "--vllm" takes a folder (export) */
+    int min_pos, max_pos;         /* positional arguments */
+    const char *pos_error;        /* when there are fewer or more */
+    const char *help;
+    int (*run)(const opts *o);
+} db_sub;
 
 /* ---- show ---- */
 
@@ -205,32 +221,10 @@ static int show_row(const mt_db_entry *e, void *ctx)
     return 0;
 }
 
-static const char *const show_usage = "moetune db show DB [--sku S] [--E N] [--history]";
-
-static int cmd_show(int argc, char **argv)
+static int cmd_show(const opts *o)
 {
-    static const char *const allowed[] = {"--sku", "--E", "--history", NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, show_usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nPrint the tuned entries, one table per SKU and problem key: M, "
-               "backend, time, speed-up over the untuned default and cuBLAS, error, kernels, the "
-               "vLLM reference config when one was imported, and the provenance.\n"
-               "--history prints every record offered instead of the winners.\n", show_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos != 1)
-        return usage_error(show_usage, "expected one database%s", "");
-    mt_db_filter f = {.sku = o.sku, .history = o.history};
-    if (o.E) {
-        char *end;
-        f.E = strtoll(o.E, &end, 10);
-        if (*end || f.E <= 0)
-            return usage_error(show_usage, "bad --E '%s'", o.E);
-    }
-    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    mt_db_filter f = {.sku = o->sku, .E = o->E, .history = o->history};
+    mt_db *db = open_or_report(o->pos[0], MT_DB_READONLY);
     if (!db)
         return MT_EXIT_FAIL;
     show_ctx s = {.last_prov = -1};
@@ -241,43 +235,27 @@ static int cmd_show(int argc, char **argv)
     if (st)
         return fail_db(db);
     if (!s.rows)
-        printf("no entries%s%s\n", o.sku ? " for SKU " : "", o.sku ? o.sku : "");
+        printf("no entries%s%s\n", o->sku ? " for SKU " : "", o->sku ? o->sku : "");
     mt_db_close(db);
     return MT_EXIT_OK;
 }
 
 /* ---- export / import ---- */
 
-static const char *const export_usage = "moetune db export DB [-o FILE] [--images] [--vllm DIR]";
-
-static int cmd_export(int argc, char **argv)
+static int cmd_export(const opts *o)
 {
-    static const char *const allowed[] = {"-o", "--images", "--vllm", NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, export_usage, allowed, 1, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nWrite the database as moetune JSON to FILE (default: stdout); "
-               "--images includes the kernel images as base64. --vllm DIR instead writes vLLM's "
-               "per-device config files (E=..,N=..,device_name=...json) from the gemm1 kernels "
-               "of moetune-backend entries.\n", export_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos != 1)
-        return usage_error(export_usage, "expected one database%s", "");
-    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    mt_db *db = open_or_report(o->pos[0], MT_DB_READONLY);
     if (!db)
         return MT_EXIT_FAIL;
-    if (o.vllm) {
+    if (o->vllm) {
         int files = 0;
-        if (mt_db_export_vllm(db, o.vllm, &files))
+        if (mt_db_export_vllm(db, o->vllm, &files))
             return fail_db(db);
-        fprintf(stderr, "wrote %d vLLM config file(s) to %s\n", files, o.vllm);
+        fprintf(stderr, "wrote %d vLLM config file(s) to %s\n", files, o->vllm);
     }
-    if (!o.vllm || o.out) {
-        int flags = MT_DB_JSON_PRETTY | (o.images ? MT_DB_JSON_IMAGES : 0);
-        if (mt_db_export_json(db, o.out ? o.out : "-", flags))
+    if (!o->vllm || o->out) {
+        int flags = MT_DB_JSON_PRETTY | (o->images ? MT_DB_JSON_IMAGES : 0);
+        if (mt_db_export_json(db, o->out ? o->out : "-", flags))
             return fail_db(db);
     }
     mt_db_close(db);
@@ -294,39 +272,23 @@ static void print_merge_stats(const char *file, const mt_db_merge_stats *s)
            (long long)s->history, (long long)s->candidates, (long long)s->references);
 }
 
-static const char *const import_usage = "moetune db import DB FILE... [--vllm]";
-
-static int cmd_import(int argc, char **argv)
+static int cmd_import(const opts *o)
 {
-    static const char *const allowed[] = {"--vllm", NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, import_usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nImport moetune JSON exports into DB (created if missing) with the "
-               "merge rules: per key and M the faster entry wins, both are kept in the history. "
-               "--vllm: the files are vLLM per-device configs, stored as reference records "
-               "that `db show` prints beside the tuned kernels.\n", import_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos < 2)
-        return usage_error(import_usage, "expected a database and at least one file%s", "");
-    const int existed = access(o.pos[0], F_OK) == 0;
-    mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
+    const int existed = access(o->pos[0], F_OK) == 0;
+    mt_db *db = open_or_report(o->pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
-    for (int i = 1; i < o.npos; i++) {
-        if (o.vllm_flag) {
+    for (int i = 1; i < o->npos; i++) {
+        if (o->vllm_flag) {
             int n = 0;
-            if (mt_db_import_vllm(db, o.pos[i], &n))
-                return fail_into(db, o.pos[0], existed);
-            printf("%s: %d reference config(s)\n", o.pos[i], n);
+            if (mt_db_import_vllm(db, o->pos[i], &n))
+                return fail_into(db, o->pos[0], existed);
+            printf("%s: %d reference config(s)\n", o->pos[i], n);
         } else {
             mt_db_merge_stats s;
-            if (mt_db_import_json(db, o.pos[i], &s))
-                return fail_into(db, o.pos[0], existed);
-            print_merge_stats(o.pos[i], &s);
+            if (mt_db_import_json(db, o->pos[i], &s))
+                return fail_into(db, o->pos[0], existed);
+            print_merge_stats(o->pos[i], &s);
         }
     }
     mt_db_close(db);
@@ -335,32 +297,17 @@ static int cmd_import(int argc, char **argv)
 
 /* ---- merge / verify / prune ---- */
 
-static const char *const merge_usage = "moetune db merge DST SRC...";
-
-static int cmd_merge(int argc, char **argv)
+static int cmd_merge(const opts *o)
 {
-    static const char *const allowed[] = {NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, merge_usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nMerge each SRC database into DST (created if missing), one "
-               "transaction per SRC: per SKU, key and M the faster entry wins and both records "
-               "stay in the history; kernels DST lacks are copied.\n", merge_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos < 2)
-        return usage_error(merge_usage, "expected a destination and at least one source%s", "");
-    const int existed = access(o.pos[0], F_OK) == 0;
-    mt_db *db = open_or_report(o.pos[0], MT_DB_CREATE);
+    const int existed = access(o->pos[0], F_OK) == 0;
+    mt_db *db = open_or_report(o->pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
-    for (int i = 1; i < o.npos; i++) {
+    for (int i = 1; i < o->npos; i++) {
         mt_db_merge_stats s;
-        if (mt_db_merge(db, o.pos[i], &s))
-            return fail_into(db, o.pos[0], existed);
-        print_merge_stats(o.pos[i], &s);
+        if (mt_db_merge(db, o->pos[i], &s))
+            return fail_into(db, o->pos[0], existed);
+        print_merge_stats(o->pos[i], &s);
     }
     mt_db_close(db);
     return MT_EXIT_OK;
@@ -372,73 +319,36 @@ static void print_problem(const char *problem, void *ctx)
     printf("problem: %s\n", problem);
 }
 
-static const char *const verify_usage = "moetune db verify DB";
-
-static int cmd_verify(int argc, char **argv)
+static int cmd_verify(const opts *o)
 {
-    static const char *const allowed[] = {NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, verify_usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nCheck SQLite integrity, the application id and schema version, "
-               "every kernel's source and image against their SHA-256, and that every entry's "
-               "kernels are present. Exit 0 when all is well, 1 otherwise.\n", verify_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos != 1)
-        return usage_error(verify_usage, "expected one database%s", "");
-    mt_db *db = open_or_report(o.pos[0], MT_DB_READONLY);
+    mt_db *db = open_or_report(o->pos[0], MT_DB_READONLY);
     if (!db)
         return MT_EXIT_FAIL;
     int problems = 0;
     mt_status st = mt_db_verify(db, print_problem, NULL, &problems);
     if (st && !problems)
         return fail_db(db);
-    printf("%s: %s (%d problem%s)\n", o.pos[0], problems ? "FAILED" : "ok", problems,
+    printf("%s: %s (%d problem%s)\n", o->pos[0], problems ? "FAILED" : "ok", problems,
            problems == 1 ? "" : "s");
     mt_db_close(db);
     return problems ? MT_EXIT_FAIL : MT_EXIT_OK;
 }
 
-static const char *const prune_usage =
-    "moetune db prune DB [--sku S] [--template-hash H] [--dry-run]";
-
-static int cmd_prune(int argc, char **argv)
+static int cmd_prune(const opts *o)
 {
-    static const char *const allowed[] = {"--sku", "--template-hash", "--dry-run", NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, prune_usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\nDelete the entries of SKU S and/or those measured with templates "
-               "whose hash is not H (both given: both must hold; H is a stored hash, whole or "
-               "by a prefix of 6+ characters that fits only it), "
-               "with their history and "
-               "candidates; then drop kernels no entry uses and unreferenced provenance, and "
-               "VACUUM. Without filters only the unreferenced rows go. --dry-run counts only.\n",
-               prune_usage);
-        return MT_EXIT_OK;
-    }
-    if (o.npos != 1)
-        return usage_error(prune_usage, "expected one database%s", "");
-    mt_db *db = open_or_report(o.pos[0], 0);
+    mt_db *db = open_or_report(o->pos[0], 0);
     if (!db)
         return MT_EXIT_FAIL;
     mt_db_prune_stats s;
-    if (mt_db_prune(db, o.sku, o.hash, o.dry_run, &s))
+    if (mt_db_prune(db, o->sku, o->hash, o->dry_run, &s))
         return fail_db(db);
     printf("%s%s: entries %lld, history %lld, candidates %lld, kernels %lld, provenance %lld\n",
-           o.dry_run ? "would delete from " : "deleted from ", o.pos[0], (long long)s.entries,
+           o->dry_run ? "would delete from " : "deleted from ", o->pos[0], (long long)s.entries,
            (long long)s.history, (long long)s.candidates, (long long)s.kernels,
            (long long)s.provenance);
     mt_db_close(db);
     return MT_EXIT_OK;
 }
-
-static const char *const refresh_usage = "moetune db refresh DB [--dry-run]";
 
 static void print_line(const char *line, void *ctx)
 {
@@ -446,37 +356,25 @@ static void print_line(const char *line, void *ctx)
     printf("  %s\n", line);
 }
 
-/* A command over one database and the templates the tuner uses, with
- * --dry-run only: parse, print the help, open both (the database read-only
- * for a dry run), then job(), whose status is the exit code's. */
+/* A command over one database and the templates the tuner uses: open both
+ * (the database read-only for a dry run), then job(), whose status is the
+ * exit code's. */
 typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, int dry_run);
 
-static int run_with_templates(int argc, char **argv, const char *usage, const char *help,
-                              template_job job)
+static int run_with_templates(const opts *o, template_job job)
 {
-    static const char *const allowed[] = {"--dry-run", NULL};
-    opts o;
-    int rc = parse_opts(argc, argv, usage, allowed, 0, &o);
-    if (rc)
-        return rc;
-    if (o.help) {
-        printf("usage: %s\n\n%s\n", usage, help);
-        return MT_EXIT_OK;
-    }
-    if (o.npos != 1)
-        return usage_error(usage, "expected one database%s", "");
     mt_gen *g = NULL;
     if (mt_gen_open(NULL, &g) != MT_OK) {
         fprintf(stderr, "moetune db: templates: %s\n", g ? mt_gen_errmsg(g) : "out of memory");
         mt_gen_close(g);
         return MT_EXIT_FAIL;
     }
-    mt_db *db = open_or_report(o.pos[0], o.dry_run ? MT_DB_READONLY : 0);
+    mt_db *db = open_or_report(o->pos[0], o->dry_run ? MT_DB_READONLY : 0);
     if (!db) {
         mt_gen_close(g);
         return MT_EXIT_FAIL;
     }
-    rc = job(db, g, o.pos[0], o.dry_run);
+    int rc = job(db, g, o->pos[0], o->dry_run);
     mt_gen_close(g);
     mt_db_close(db);
     return rc;
@@ -496,20 +394,7 @@ static int refresh_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
     return MT_EXIT_OK;
 }
 
-static int cmd_refresh(int argc, char **argv)
-{
-    return run_with_templates(
-        argc, argv, refresh_usage,
-        "Check every stored kernel against the templates the tuner uses (MT_TEMPLATE_PATH, "
-        "MT_TEMPLATE_DIR, else the installed ones). A kernel made from older templates whose "
-        "variant and source the current templates generate the same, byte for byte, gets the "
-        "current template hash, so the runtime no longer reports it as made from other "
-        "templates; one whose source changed keeps its hash (tune it again). Nothing is "
-        "compiled or timed. --dry-run reports only.",
-        refresh_job);
-}
-
-static const char *const deterministic_usage = "moetune db deterministic DB [--dry-run]";
+static int cmd_refresh(const opts *o) { return run_with_templates(o, refresh_job); }
 
 static int deterministic_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
 {
@@ -525,26 +410,74 @@ static int deterministic_job(mt_db *db, mt_gen *g, const char *path, int dry_run
     return s.left ? MT_EXIT_FAIL : MT_EXIT_OK;
 }
 
-static int cmd_deterministic(int argc, char **argv)
-{
-    return run_with_templates(
-        argc, argv, deterministic_usage,
-        "Make every entry bitwise reproducible run to run: an entry whose GEMM2 adds each "
-        "token's slots into the output by fp32 atomics (a grouped_gemm or grouped_gemm_sm90 tile "
-        "with the epilogue \"sum\", which `moetune tune --atomic-sums` may choose) gets the "
-        "fastest candidate of its own tuning run that keeps its GEMM1 and stores GEMM2 per slot, "
-        "with that candidate's measured time; the GEMM2 kernel is compiled here (NVRTC, no GPU "
-        "needed) and stored, the old entry stays in the history. An entry with no such "
-        "candidate is reported and left (exit 1). --dry-run reports only.",
-        deterministic_job);
-}
+static int cmd_deterministic(const opts *o) { return run_with_templates(o, deterministic_job); }
+
+/* ---- the subcommands ---- */
+
+#define OPTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NO_OPTS ((const char *const[]){NULL})
+#define ONE_DB "expected one database"
+/* As many positional arguments as parse_opts holds. */
+enum { MANY = (int)MT_ARRAY_LEN(((opts *)0)->pos) };
 
 static const db_sub subs[] = {
-    {"show", cmd_show, show_usage},       {"export", cmd_export, export_usage},
-    {"import", cmd_import, import_usage}, {"merge", cmd_merge, merge_usage},
-    {"verify", cmd_verify, verify_usage}, {"prune", cmd_prune, prune_usage},
-    {"refresh", cmd_refresh, refresh_usage},
-    {"deterministic", cmd_deterministic, deterministic_usage},
+    {"show", "moetune db show DB [--sku S] [--E N] [--history]",
+     OPTS("--sku", "--E", "--history"), 0, 1, 1, ONE_DB,
+     "Print the tuned entries, one table per SKU and problem key: M, backend, time, speed-up "
+     "over the untuned default and cuBLAS, error, kernels, the vLLM reference config when one "
+     "was imported, and the provenance.\n"
+     "--history prints every record offered instead of the winners.",
+     cmd_show},
+    {"export", "moetune db export DB [-o FILE] [--images] [--vllm DIR]",
+     OPTS("-o", "--images", "--vllm"), 1, 1, 1, ONE_DB,
+     "Write the database as moetune JSON to FILE (default: stdout); --images includes the "
+     "kernel images as base64. --vllm DIR instead writes vLLM's per-device config files "
+     "(E=..,N=..,device_name=...json) from the gemm1 kernels of moetune-backend entries.",
+     cmd_export},
+    {"import", "moetune db import DB FILE... [--vllm]", OPTS("--vllm"), 0, 2, MANY,
+     "expected a database and at least one file",
+     "Import moetune JSON exports into DB (created if missing) with the merge rules: per key "
+     "and M the faster entry wins, both are kept in the history. --vllm: the files are vLLM "
+     "per-device configs, stored as reference records that `db show` prints beside the tuned "
+     "kernels.",
+     cmd_import},
+    {"merge", "moetune db merge DST SRC...", NO_OPTS, 0, 2, MANY,
+     "expected a destination and at least one source",
+     "Merge each SRC database into DST (created if missing), one transaction per SRC: per SKU, "
+     "key and M the faster entry wins and both records stay in the history; kernels DST lacks "
+     "are copied.",
+     cmd_merge},
+    {"verify", "moetune db verify DB", NO_OPTS, 0, 1, 1, ONE_DB,
+     "Check SQLite integrity, the application id and schema version, every kernel's source "
+     "and image against their SHA-256, and that every entry's kernels are present. Exit 0 when "
+     "all is well, 1 otherwise.",
+     cmd_verify},
+    {"prune", "moetune db prune DB [--sku S] [--template-hash H] [--dry-run]",
+     OPTS("--sku", "--template-hash", "--dry-run"), 0, 1, 1, ONE_DB,
+     "Delete the entries of SKU S and/or those measured with templates whose hash is not H "
+     "(both given: both must hold; H is a stored hash, whole or by a prefix of 6+ characters "
+     "that fits only it), with their history and candidates; then drop kernels no entry uses "
+     "and unreferenced provenance, and VACUUM. Without filters only the unreferenced rows go. "
+     "--dry-run counts only.",
+     cmd_prune},
+    {"refresh", "moetune db refresh DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1, ONE_DB,
+     "Check every stored kernel against the templates the tuner uses (MT_TEMPLATE_PATH, "
+     "MT_TEMPLATE_DIR, else the installed ones). A kernel made from older templates whose "
+     "variant and source the current templates generate the same, byte for byte, gets the "
+     "current template hash, so the runtime no longer reports it as made from other "
+     "templates; one whose source changed keeps its hash (tune it again). Nothing is "
+     "compiled or timed. --dry-run reports only.",
+     cmd_refresh},
+    {"deterministic", "moetune db deterministic DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1,
+     ONE_DB,
+     "Make every entry bitwise reproducible run to run: an entry whose GEMM2 adds each "
+     "token's slots into the output by fp32 atomics (a grouped_gemm or grouped_gemm_sm90 tile "
+     "with the epilogue \"sum\", which `moetune tune --atomic-sums` may choose) gets the "
+     "fastest candidate of its own tuning run that keeps its GEMM1 and stores GEMM2 per slot, "
+     "with that candidate's measured time; the GEMM2 kernel is compiled here (NVRTC, no GPU "
+     "needed) and stored, the old entry stays in the history. An entry with no such "
+     "candidate is reported and left (exit 1). --dry-run reports only.",
+     cmd_deterministic},
 };
 
 static void db_usage(FILE *f)
@@ -552,6 +485,23 @@ static void db_usage(FILE *f)
     fprintf(f, "usage: moetune db <command> ...   (moetune db <command> --help)\n\n");
     for (size_t i = 0; i < MT_ARRAY_LEN(subs); i++)
         fprintf(f, "  %s\n", subs[i].usage);
+}
+
+/* Parse a subcommand's command line, print its help or check its
+ * positional arguments, then run it. */
+static int run_sub(const db_sub *sub, int argc, char **argv)
+{
+    opts o;
+    int rc = parse_opts(argc, argv, sub->usage, sub->allowed, sub->vllm_value, &o);
+    if (rc)
+        return rc;
+    if (o.help) {
+        printf("usage: %s\n\n%s\n", sub->usage, sub->help);
+        return MT_EXIT_OK;
+    }
+    if (o.npos < sub->min_pos || o.npos > sub->max_pos)
+        return usage_error(sub->usage, "%s", sub->pos_error);
+    return sub->run(&o);
 }
 
 int mt_cmd_db(int argc, char **argv)
@@ -566,7 +516,7 @@ int mt_cmd_db(int argc, char **argv)
     }
     for (size_t i = 0; i < MT_ARRAY_LEN(subs); i++)
         if (!strcmp(argv[1], subs[i].name))
-            return subs[i].run(argc - 1, argv + 1);
+            return run_sub(&subs[i], argc - 1, argv + 1);
     fprintf(stderr, "moetune db: unknown command '%s'\n", argv[1]);
     db_usage(stderr);
     return MT_EXIT_USAGE;
