@@ -4,6 +4,7 @@
  * (moetune/db.h); refresh and deterministic also the templates
  * (moetune/gen.h, tuner/refresh.h, tuner/deterministic.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,8 @@ static mt_db *open_or_report(const char *path, int flags)
 typedef struct opts {
     const char *pos[16];
     int npos;
-    const char *sku, *out, *vllm, *hash;
-    int64_t E;   /* --E: 0 when not given */
+    const char *sku, *out, *vllm, *hash, *E_text;
+    int64_t E;   /* --E as a number (run_sub): 0 when not given */
     int images, vllm_flag, dry_run, history, help;
 } opts;
 
@@ -68,7 +69,6 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
                       int vllm_value, opts *o)
 {
     memset(o, 0, sizeof *o);
-    const char *E_text = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -87,7 +87,7 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
         if (!ok)
             return usage_error(usage, "unknown option '%s'", a);
         const char **val = !strcmp(a, "--sku") ? &o->sku
-                         : !strcmp(a, "--E") ? &E_text
+                         : !strcmp(a, "--E") ? &o->E_text
                          : !strcmp(a, "-o") ? &o->out
                          : !strcmp(a, "--template-hash") ? &o->hash
                          : !strcmp(a, "--vllm") && vllm_value ? &o->vllm : NULL;
@@ -103,12 +103,6 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
             o->dry_run = 1;
         else if (!strcmp(a, "--history"))
             o->history = 1;
-    }
-    if (E_text) {
-        char *end;
-        o->E = strtoll(E_text, &end, 10);
-        if (*end || o->E <= 0)
-            return usage_error(usage, "bad --E '%s'", E_text);
     }
     return 0;
 }
@@ -501,6 +495,13 @@ static int run_sub(const db_sub *sub, int argc, char **argv)
     }
     if (o.npos < sub->min_pos || o.npos > sub->max_pos)
         return usage_error(sub->usage, "%s", sub->pos_error);
+    if (o.E_text) {
+        char *end;
+        errno = 0;
+        o.E = strtoll(o.E_text, &end, 10);
+        if (*end || !*o.E_text || o.E <= 0 || errno == ERANGE)
+            return usage_error(sub->usage, "bad --E '%s'", o.E_text);
+    }
     return sub->run(&o);
 }
 

@@ -52,6 +52,13 @@ def sample_rows():
     return rows
 
 
+def eight_bit(row):
+    """w8a8 rows multiply at twice the bf16 rate: fp8-* and int8-* modes; a
+    row without "quant" is bf16 but for the dsv3 preset (fp8-block)."""
+    quant = row.get("quant") or ("fp8-block" if row["label"] == "dsv3" else "none")
+    return quant.split("-")[0] in ("fp8", "int8")
+
+
 def gmean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
@@ -216,6 +223,8 @@ class PerfTable(unittest.TestCase):
         self.assertEqual(every[2], "%d of %d points" % (at, len(exp["speed"])))
         self.assertEqual(every[3], "yes" if at == len(exp["speed"]) else "no")
         self.assertEqual(every[4].count(" M = "), len(exp["speed"]) - at)
+        # Four digits: a point at 0.9696 must not read as 0.970x.
+        self.assertTrue(all(re.search(r" \d\.\d{4}x$", c) for c in every[4].split("; ")))
         speed = rows["geomean speed vs the peer"]
         self.assertAlmostEqual(float(speed[2].rstrip("x")), gmean(exp["speed"]), delta=6e-4)
         self.assertEqual(speed[3], "no")   # the samples are nowhere near 1.3x
@@ -227,16 +236,22 @@ class PerfTable(unittest.TestCase):
         for r in sample_rows():
             prob = EXPECTED_PROBLEM[(r["label"], r.get("quant"), r["N"])]
             p = peer.get((prob, r["M"]))
-            peak = 1580e12 if r.get("quant", "fp8-block").startswith("fp8") else 790e12
+            peak = 2 * 790e12 if eight_bit(r) else 790e12
             products_us = 2.0 * r["M"] * r["topk"] * 3 * r["K"] * r["N"] / peak * 1e6
             roof, mem = ((float(p["roofline_us"]), p["bound"] == "mem") if p else
                          (r["roofline_us"], r["roofline_us"] > products_us))
             if r["M"] <= 64 and mem:
-                decode.append(roof / (r.get("tuned_us") or r["best_us"]))
+                decode.append(("%s M = %d" % (prob, r["M"]),
+                               roof / (r.get("tuned_us") or r["best_us"])))
         self.assertGreaterEqual(len(decode), 4)
         hbm = rows["M <= 64: fraction of the HBM roofline"]
-        self.assertEqual(hbm[2], "%d of %d points" % (sum(1 for f in decode if f >= 0.85),
-                                                      len(decode)))
+        short = [(name, f) for name, f in decode if f < 0.85]
+        self.assertTrue(short)
+        self.assertEqual(hbm[2], "%d of %d points" % (len(decode) - len(short), len(decode)))
+        self.assertEqual(sorted(c.rsplit(" ", 1)[0] for c in hbm[4].split("; ")),
+                         sorted(name for name, _ in short))
+        for name, f in short:
+            self.assertIn("%s %.2f" % (name, f), hbm[4])
         large = rows["M >= 2048: fraction of the tensor-core peak"]
         self.assertEqual(large[2], "0 of 1 points")   # Qwen3 bf16 M = 4096, 700 us
         flops = 2.0 * 4096 * 8 * 3 * 2048 * 768
@@ -265,6 +280,30 @@ class PerfTable(unittest.TestCase):
         (ptc,) = self.pt.points({("dsv3-tp8-fp8", 2048): row}, cmp_peer)
         self.assertIsNone(ptc["hbm_fraction"])
         self.assertAlmostEqual(ptc["peak_ceiling"], 1.0)
+        # Without a peer row the bench's roofline decides: above the
+        # products' time (beyond its rounding) is memory-bound, else not.
+        alone = dict(row, M=16, best_us=50.0)
+        alone_cmp = 2.0 * 16 * 8 * 3 * 7168 * 256 / 1580e12 * 1e6
+        (mem_pt,) = self.pt.points({("x", 16): dict(alone, roofline_us=40.0)}, {})
+        self.assertAlmostEqual(mem_pt["hbm_fraction"], 40.0 / 50.0)
+        self.assertAlmostEqual(mem_pt["peak_ceiling"], alone_cmp / 40.0)
+        (cmp_pt,) = self.pt.points(
+            {("x", 16): dict(alone, roofline_us=round(alone_cmp + 0.0004, 3))}, {})
+        self.assertIsNone(cmp_pt["hbm_fraction"])
+        # A roofline rounded below the products' time: the ceiling stays 1.
+        self.assertEqual(cmp_pt["peak_ceiling"], 1.0)
+        (low,) = self.pt.points({("x", 16): dict(alone, roofline_us=alone_cmp * 0.99)}, {})
+        self.assertEqual(low["peak_ceiling"], 1.0)
+        self.assertIsNone(low["hbm_fraction"])
+        # The peer's rooflines are rounded to 0.1 us: a memory-bound one a
+        # hair under the products' time still caps the ceiling at 1.
+        near = {("dsv3-tp8-fp8", 2048): {"roofline_us": round(cmp_us, 1) - 0.1, "bound": "mem",
+                                         "peer_us": 858.8}}
+        (capped,) = self.pt.points({("dsv3-tp8-fp8", 2048): row}, near)
+        self.assertEqual(capped["peak_ceiling"], 1.0)
+        # The int8 w8a8 modes count at the 8-bit rate too.
+        (i8,) = self.pt.points({("x", 2048): dict(row, label="x", quant="int8-block")}, {})
+        self.assertAlmostEqual(i8["peak_fraction"], cmp_us / 600.0)
         out = io.StringIO()
         self.pt.render([pt], out)
         self.assertIn("| dsv3-tp8-fp8 | 2048 | 600.0 | %.1f | %.2f | %.2f | no |"

@@ -9,15 +9,21 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fails=0
 
-# expect CODE PATTERN ARGS...: exit status CODE and PATTERN in stdout+stderr.
+# expect CODE PATTERN ARGS...: exit status CODE and PATTERN in what the
+# command wrote where it belongs: its help on stdout (exit 0), errors on
+# stderr (and nothing on stdout).
 expect() {
     local code=$1 pattern=$2
     shift 2
-    "$cli" "$@" >"$dir/out" 2>&1
-    local rc=$?
-    if [ "$rc" != "$code" ] || ! grep -qF -- "$pattern" "$dir/out"; then
-        echo "FAIL: moetune $* -> exit $rc (want $code), output lacks '$pattern':"
-        sed 's/^/    /' "$dir/out"
+    "$cli" "$@" >"$dir/out" 2>"$dir/err"
+    local rc=$? where=out other=err
+    [ "$code" = 0 ] || { where=err; other=out; }
+    if [ "$rc" != "$code" ] || ! grep -qF -- "$pattern" "$dir/$where" ||
+       { [ "$code" != 1 ] && [ -s "$dir/$other" ]; }; then
+        echo "FAIL: moetune $* -> exit $rc (want $code), std$where lacks '$pattern'" \
+             "or std$other is not empty:"
+        sed 's/^/    out: /' "$dir/out"
+        sed 's/^/    err: /' "$dir/err"
         fails=$((fails + 1))
     fi
 }
@@ -26,8 +32,15 @@ for sub in show export import merge verify prune refresh deterministic; do
     expect 0 "usage: moetune db $sub" db "$sub" --help
     expect 0 "usage: moetune db $sub" db "$sub" -h
 done
+# Each subcommand's own help.
 expect 0 "Print the tuned entries" db show --help
+expect 0 "Write the database as moetune JSON" db export --help
+expect 0 "Import moetune JSON exports" db import --help
 expect 0 "one transaction per SRC" db merge --help
+expect 0 "Check SQLite integrity" db verify --help
+expect 0 "Delete the entries of SKU S" db prune --help
+expect 0 "Check every stored kernel against the templates" db refresh --help
+expect 0 "Make every entry bitwise reproducible" db deterministic --help
 expect 0 "moetune db prune DB" db --help
 expect 2 "usage: moetune db <command>" db
 expect 2 "unknown command 'frob'" db frob
@@ -44,6 +57,9 @@ expect 2 "option '--sku' needs a value" db show a.db --sku
 expect 2 "option '--vllm' needs a value" db export a.db --vllm
 expect 2 "option '-o' needs a value" db export a.db -o
 expect 2 "bad --E 'zero'" db show a.db --E zero
+expect 2 "bad --E '99999999999999999999'" db show a.db --E 99999999999999999999
+# The database count is checked before the values of options.
+expect 2 "expected one database" db show --E zero
 expect 2 "too many arguments" db import a.db 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16
 # Well-formed command lines get as far as the database: a missing one is
 # named (and none is created by a read-only command).
