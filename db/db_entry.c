@@ -97,12 +97,21 @@ static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_i
     if (!db || !e)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_entry: NULL argument")
                   : MT_ERR_INVALID_ARG;
-    /* The default may have failed its check: then it has no time. */
-    if (!e->key.sku[0] || e->M < 1 || !ok_time(e->time_us) ||
-        !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME) ||
-        !ok_time(e->rel_err) || !(isfinite(e->cublas_time_us)) || !e->pipeline.backend[0])
-        return mt_db__fail(db, MT_ERR_INVALID_ARG,
-                           "put_entry: needs a SKU, M >= 1, a backend, finite times and error");
+    /* The default may have failed its check: then it has no time. A
+     * winner's own time was measured: above zero (one of 0 would win every
+     * later comparison). */
+    const char *bad = !e->key.sku[0]                              ? "no SKU"
+                      : e->M < 1 || e->M > MT_MAX_TOKENS          ? "M outside [1, 2^20]"
+                      : !e->pipeline.backend[0]                   ? "no backend"
+                      : !(ok_time(e->time_us) && e->time_us > 0)  ? "time_us not above 0"
+                      : !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME)
+                          ? "default_time_us negative or not finite"
+                      : !ok_time(e->rel_err)                      ? "rel_err negative or not finite"
+                      : !isfinite(e->cublas_time_us)              ? "cublas_time_us not finite"
+                                                                  : NULL;
+    if (bad)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "entry %s M=%lld: %s", e->key.sku,
+                           (long long)e->M, bad);
     mt_status st = mt_db__begin(db);
     if (st)
         return st;

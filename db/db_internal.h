@@ -20,6 +20,9 @@ struct mt_db {
 
 /* Set the handle's message "PATH: ..." and return st. */
 mt_status mt_db__fail(mt_db *db, mt_status st, const char *fmt, ...) MT_PRINTF(3, 4);
+/* Put `context` ahead of the handle's message ("PATH: context: what"),
+ * returning st: where a failure happened within a larger task. */
+mt_status mt_db__context(mt_db *db, mt_status st, const char *context);
 /* Record an SQLite failure (with the statement's purpose and source line). */
 mt_status mt_db__sqlfail(mt_db *db, const char *what, const char *file, int line);
 

@@ -226,12 +226,14 @@ typedef struct jin {
     mt_db *db;
     const char *file, *section;
     size_t index;
+    int named;   /* the message names the record already (jfail) */
 } jin;
 
 static int jfail(jin *j, const char *field, const char *what)
 {
     mt_db__fail(j->db, MT_ERR_INVALID_ARG, "import %s: %s[%zu].%s: %s", j->file, j->section,
                 j->index, field, what);
+    j->named = 1;
     return 0;
 }
 
@@ -460,7 +462,7 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
             j.index = i;
             if (mt_json_type_of(o) != MT_JSON_OBJECT)
                 st = mt_db__fail(db, MT_ERR_INVALID_ARG, "import %s: %s[%zu] is not an object",
-                                 path, sections[s], i);
+                                 path, sections[s], i), j.named = 1;
             else if (s == 0)
                 st = import_kernel(&j, &m, o);
             else if (s <= 2)
@@ -469,6 +471,13 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
                 st = import_candidate(&j, &m, o);
             else
                 st = import_reference(&j, &m, o);
+            /* A record the store refused: say which one (the field checks
+             * above name it already). */
+            if (st && !j.named) {
+                char where[512];
+                snprintf(where, sizeof where, "import %s: %s[%zu]", path, sections[s], i);
+                st = mt_db__context(db, st, where);
+            }
         }
     }
     if (began)

@@ -58,13 +58,39 @@ static mt_status verify_pragma_rows(verify_ctx *v, const char *sql, const char *
     return MT_OK;
 }
 
+/* The kernel table's statement missing_kernel steps with. */
+#define FIND_KERNEL_SQL "SELECT 1 FROM kernel WHERE name = ? AND arch = ?"
+
+/* The first step of p from step `from` on whose kernel the database lacks
+ * (library steps need none) into *missing, or -1 when it has them all;
+ * find: FIND_KERNEL_SQL, prepared by the caller. */
+static mt_status missing_kernel(mt_db *db, sqlite3_stmt *find, const mt_db_pipeline *p, int from,
+                                int *missing)
+{
+    mt_status st = MT_OK;
+    *missing = -1;
+    for (int i = from; i < p->nsteps && *missing < 0; i++) {
+        if (strcmp(p->steps[i].kernel, MT_DB_LIBRARY_KERNEL) == 0)
+            continue;
+        sqlite3_reset(find);
+        mt_db__bind_text(find, 1, p->steps[i].kernel);
+        mt_db__bind_text(find, 2, p->arch);
+        int rc = sqlite3_step(find);
+        DB_CHECK(db, rc, "find kernel");
+        if (rc != SQLITE_ROW)
+            *missing = i;
+    }
+fail:
+    return st;
+}
+
 static mt_status verify_entries(verify_ctx *v)
 {
     mt_db *db = v->db;
     sqlite3_stmt *s = NULL, *k = NULL;
     mt_status st = mt_db__prepare(db, "SELECT sku, M, pipeline FROM entry ORDER BY id", &s);
     if (!st)
-        st = mt_db__prepare(db, "SELECT 1 FROM kernel WHERE name = ? AND arch = ?", &k);
+        st = mt_db__prepare(db, FIND_KERNEL_SQL, &k);
     if (st)
         goto fail;
     int rc;
@@ -79,20 +105,15 @@ static mt_status verify_entries(verify_ctx *v)
             problem(v, line);
             continue;
         }
-        for (int i = 0; i < p.nsteps; i++) {
-            if (strcmp(p.steps[i].kernel, MT_DB_LIBRARY_KERNEL) == 0)
-                continue;
-            sqlite3_reset(k);
-            mt_db__bind_text(k, 1, p.steps[i].kernel);
-            mt_db__bind_text(k, 2, p.arch);
-            int krc = sqlite3_step(k);
-            DB_CHECK(db, krc, "find kernel");
-            if (krc != SQLITE_ROW) {
-                snprintf(line, sizeof line, "%s: entry %s M=%lld: %s kernel %s (%s) is missing",
-                         db->path, sku ? sku : "?", M, p.steps[i].role, p.steps[i].kernel, p.arch);
-                problem(v, line);
-            }
+        for (int from = 0, i; from < p.nsteps; from = i + 1) {
+            if ((st = missing_kernel(db, k, &p, from, &i)) || i < 0)
+                break;
+            snprintf(line, sizeof line, "%s: entry %s M=%lld: %s kernel %s (%s) is missing",
+                     db->path, sku ? sku : "?", M, p.steps[i].role, p.steps[i].kernel, p.arch);
+            problem(v, line);
         }
+        if (st)
+            goto fail;
     }
     DB_CHECK(db, rc, "list entries");
 fail:
@@ -342,8 +363,13 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
 
 mt_status mt_db__merge_kernel(mt_db__merger *m, const mt_db_kernel *k)
 {
+    /* The record is checked whether or not the destination has the kernel:
+     * an edited source or image is refused, not counted as present. */
+    mt_status st = mt_db__check_kernel(m->db, k);
+    if (st)
+        return st;
     sqlite3_stmt *s = NULL;
-    mt_status st = mt_db__prepare(m->db, "SELECT 1 FROM kernel WHERE name = ? AND arch = ?", &s);
+    st = mt_db__prepare(m->db, FIND_KERNEL_SQL, &s);
     if (st)
         return st;
     mt_db__bind_text(s, 1, k->variant.name);
@@ -369,6 +395,23 @@ mt_status mt_db__merge_entry(mt_db__merger *m, const mt_db_entry *e, int history
     if (st)
         return st;
     if (!history) {
+        /* A winner must run: its kernels come before it (in the source's
+         * kernels, or the destination has them). History records may name
+         * kernels pruned since. */
+        sqlite3_stmt *find = NULL;
+        int missing = -1;
+        st = mt_db__prepare(m->db, FIND_KERNEL_SQL, &find);
+        if (!st)
+            st = missing_kernel(m->db, find, &e->pipeline, 0, &missing);
+        sqlite3_finalize(find);
+        if (!st && missing >= 0)
+            st = mt_db__fail(m->db, MT_ERR_NOT_FOUND,
+                             "entry %s M=%lld: its %s kernel %s (%s) is neither among the kernels "
+                             "merged nor in the database", e->key.sku, (long long)e->M,
+                             e->pipeline.steps[missing].role, e->pipeline.steps[missing].kernel,
+                             e->pipeline.arch);
+        if (st)
+            return st;
         mt_db_put_outcome out;
         st = mt_db_put_entry(m->db, e, prov_id, &out);
         if (!st)
@@ -468,7 +511,13 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
         rs = mt_db_foreach_candidate(src, merge_candidate_cb, &m);
     if (!rs && !m.st)
         rs = mt_db_foreach_vllm_config(src, NULL, 0, 0, merge_reference_cb, &m);
-    st = rs ? src_fail(db, src, rs) : m.st;
+    if (rs)
+        st = src_fail(db, src, rs);
+    else if ((st = m.st) != MT_OK) {   /* a record of src the destination refused */
+        char where[512];
+        snprintf(where, sizeof where, "merge %s", src_path);
+        st = mt_db__context(db, st, where);
+    }
     st = mt_db__end(db, st);
 done:
     mt_db_close(src);

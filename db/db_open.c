@@ -116,6 +116,18 @@ void mt_db__col_text(sqlite3_stmt *s, int i, char *out, size_t size)
     mt_strlcpy(out, t ? (const char *)t : "", size);
 }
 
+mt_status mt_db__context(mt_db *db, mt_status st, const char *context)
+{
+    const char *path = db->path ? db->path : "(no path)";
+    const size_t n = strlen(path);
+    const char *what = db->err;
+    if (!strncmp(what, path, n) && !strncmp(what + n, ": ", 2))
+        what += n + 2;
+    char copy[sizeof db->err];
+    mt_strlcpy(copy, what, sizeof copy);
+    return mt_db__fail(db, st, "%s: %s", context, copy);
+}
+
 const char *mt_db_errmsg(const mt_db *db)
 {
     if (!db)

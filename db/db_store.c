@@ -64,13 +64,13 @@ mt_status mt_db__check_kernel(mt_db *db, const mt_db_kernel *k)
     char hex[65];
     mt_sha256_hex(k->source ? k->source : "", k->source_len, hex);
     if (strcmp(hex, k->source_sha256) != 0)
-        return mt_db__fail(db, MT_ERR_DB, "kernel %s (%s): stored source does not match its "
-                           "SHA-256 (corrupt)", k->variant.name, k->variant.arch);
+        return mt_db__fail(db, MT_ERR_DB, "kernel %s (%s): source does not match its SHA-256 "
+                           "(corrupt or edited)", k->variant.name, k->variant.arch);
     if (k->image_sha256[0] || k->image) {
         mt_sha256_hex(k->image ? k->image : "", k->image_len, hex);
         if (strcmp(hex, k->image_sha256) != 0)
-            return mt_db__fail(db, MT_ERR_DB, "kernel %s (%s): stored image does not match its "
-                               "SHA-256 (corrupt)", k->variant.name, k->variant.arch);
+            return mt_db__fail(db, MT_ERR_DB, "kernel %s (%s): image does not match its SHA-256 "
+                               "(corrupt or edited)", k->variant.name, k->variant.arch);
     }
     return MT_OK;
 }

@@ -790,6 +790,102 @@ static void test_json_roundtrip(void **state)
     free(want);
 }
 
+/* Write a copy of file `from` to `to` with the first `what` after the
+ * first `after` replaced by `with`. */
+static void rewrite(const char *from, const char *to, const char *after, const char *what,
+                    const char *with)
+{
+    char *text, msg[256];
+    size_t len;
+    assert_int_equal(mt_file_read(from, &text, &len, msg, sizeof msg), MT_OK);
+    char *a = strstr(text, after);
+    assert_non_null(a);
+    char *w = strstr(a, what);
+    assert_non_null(w);
+    const size_t head = (size_t)(w - text), tail = len - head - strlen(what);
+    char *out = malloc(len + strlen(with) + 1);
+    assert_non_null(out);
+    memcpy(out, text, head);
+    memcpy(out + head, with, strlen(with));
+    memcpy(out + head + strlen(with), w + strlen(what), tail);
+    assert_int_equal(mt_file_write_atomic(to, out, head + strlen(with) + tail, msg, sizeof msg), MT_OK);
+    free(out);
+    free(text);
+}
+
+/* An import of records that cannot serve is refused as a whole, with the
+ * record and the reason named, and the database is as it was: an entry
+ * whose kernels are in neither the file nor the database, a time of 0 (it
+ * would win every later comparison), an M past MT_MAX_TOKENS, and a kernel
+ * whose source was edited after its SHA-256 was taken, also where the
+ * database already has that kernel. A merge of a database with such an
+ * entry is refused the same way. */
+static void test_import_refuses_what_cannot_run(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_import_refuses");
+    char a[1024];   /* path_in's buffers are reused */
+    mt_strlcpy(a, path_in(dir, "a.db"), sizeof a);
+    const int64_t ms[] = {1, 2};
+    const double ts[] = {10.0, 5.0};
+    fill(a, SKU_A, ms, ts, 2, 16);
+    mt_db *db = open_ok(a, 0);
+    CHECK_OK(db, mt_db_export_json(db, path_in(dir, "full.json"), MT_DB_JSON_IMAGES | MT_DB_JSON_PRETTY));
+    char *want = snapshot_db(db);
+    mt_db_close(db);
+    static const struct { const char *after, *what, *with, *says; } cases[] = {
+        {"\"entries\"", "gemm1=mtk_", "gemm1=mtk_ghost_",
+         "entries[0]: entry NVIDIA H200 M=1: its gemm1 kernel mtk_ghost_"},
+        {"\"entries\"", "\"time_us\": ", "\"time_us\": 0, \"was_time_us\": ",
+         "entries[0]: entry NVIDIA H200 M=1: time_us not above 0"},
+        {"\"entries\"", "\"M\": ", "\"M\": 1099511627776, \"was_M\": ", "M outside [1, 2^20]"},
+        {"\"kernels\"", "extern", "extErn", "source does not match its SHA-256"},
+    };
+    char msg[256];
+    for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
+        rewrite(path_in(dir, "full.json"), path_in(dir, "bad.json"), cases[i].after,
+                cases[i].what, cases[i].with);
+        /* Into the database the file came from (it has every kernel), and
+         * into a new one. */
+        for (int fresh = 0; fresh < 2; fresh++) {
+            const char *t = path_in(dir, fresh ? "new.db" : "t.db");
+            unlink(t);
+            if (!fresh) {
+                char *bytes;
+                size_t n;
+                assert_int_equal(mt_file_read(a, &bytes, &n, msg, sizeof msg), MT_OK);
+                assert_int_equal(mt_file_write_atomic(t, bytes, n, msg, sizeof msg), MT_OK);
+                free(bytes);
+            }
+            mt_db *d = open_ok(t, MT_DB_CREATE);
+            char *before = snapshot_db(d);
+            mt_db_merge_stats st;
+            assert_int_not_equal(mt_db_import_json(d, path_in(dir, "bad.json"), &st), MT_OK);
+            if (!strstr(mt_db_errmsg(d), cases[i].says) || !strstr(mt_db_errmsg(d), "bad.json"))
+                fail_msg("case %zu: \"%s\" lacks \"%s\" or the file", i, mt_db_errmsg(d), cases[i].says);
+            char *after = snapshot_db(d);
+            assert_string_equal(after, before);
+            if (!fresh)
+                assert_string_equal(after, want);
+            free(before);
+            free(after);
+            mt_db_close(d);
+        }
+    }
+    /* The same entry in a database (written past moetune/db.h) given to a
+     * merge. */
+    mt_fix_sql(a, "UPDATE entry SET pipeline = replace(pipeline, 'gemm1=mtk_', 'gemm1=mtk_ghost_') "
+                  "WHERE M = 1");
+    mt_db *d = open_ok(path_in(dir, "m.db"), MT_DB_CREATE);
+    mt_db_merge_stats st;
+    assert_int_equal(mt_db_merge(d, a, &st), MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(mt_db_errmsg(d), "merge "));
+    assert_non_null(strstr(mt_db_errmsg(d), "its gemm1 kernel mtk_ghost_"));
+    assert_int_equal(count_entries(d, 0), 0);
+    mt_db_close(d);
+    free(want);
+}
+
 static void test_vllm_layout(void **state)
 {
     (void)state;
@@ -1163,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_json_roundtrip),
+        cmocka_unit_test(test_import_refuses_what_cannot_run),
         cmocka_unit_test(test_vllm_layout),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_prune),
