@@ -20,6 +20,9 @@ struct mt_db {
 
 /* Set the handle's message "PATH: ..." and return st. */
 mt_status mt_db__fail(mt_db *db, mt_status st, const char *fmt, ...) MT_PRINTF(3, 4);
+/* Is path the database's own file (or its -wal, -shm or -journal file),
+ * by name or by inode? Writing anything else there would destroy it. */
+int mt_db__own_file(const mt_db *db, const char *path);
 /* Put `context` ahead of the handle's message ("PATH: context: what"),
  * returning st: where a failure happened within a larger task. */
 mt_status mt_db__context(mt_db *db, mt_status st, const char *context);

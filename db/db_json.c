@@ -178,6 +178,9 @@ mt_status mt_db_export_json(mt_db *db, const char *path, int flags)
     if (!db || !path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "export: no output path")
                   : MT_ERR_INVALID_ARG;
+    if (strcmp(path, "-") != 0 && mt_db__own_file(db, path))
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "export: %s is the database itself (or one of "
+                           "its files); nothing was written", path);
     export_ctx x = {.images = (flags & MT_DB_JSON_IMAGES) != 0, .db = db};
     mt_json_writer *w = &x.w;
     w->pretty = (flags & MT_DB_JSON_PRETTY) != 0;

@@ -3,7 +3,7 @@
  * helpers every db/ source uses (messages, statements, transactions).
  * Calls SQLite and common/util only.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "db/db_internal.h"
 
 #include <errno.h>
@@ -114,6 +114,43 @@ void mt_db__col_text(sqlite3_stmt *s, int i, char *out, size_t size)
 {
     const unsigned char *t = sqlite3_column_text(s, i);
     mt_strlcpy(out, t ? (const char *)t : "", size);
+}
+
+/* path with its folder made absolute and free of links ("x.db" in the
+ * current folder: "/abs/dir/x.db"); 0 when the folder does not resolve. */
+static int canonical_path(const char *path, char *out, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096], *real;
+    if (!slash)
+        mt_strlcpy(dir, ".", sizeof dir);
+    else if (slash == path)
+        mt_strlcpy(dir, "/", sizeof dir);
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (!(real = realpath(dir, NULL)))
+        return 0;
+    int n = snprintf(out, size, "%s/%s", strcmp(real, "/") ? real : "", slash ? slash + 1 : path);
+    free(real);
+    return n > 0 && (size_t)n < size;
+}
+
+int mt_db__own_file(const mt_db *db, const char *path)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+    char mine[4200], other[4200], own[4300];
+    if (!db->path || !canonical_path(db->path, mine, sizeof mine) ||
+        !canonical_path(path, other, sizeof other))
+        return 0;
+    for (size_t i = 0; i < MT_ARRAY_LEN(suffixes); i++) {
+        snprintf(own, sizeof own, "%s%s", mine, suffixes[i]);
+        if (!strcmp(own, other))
+            return 1;
+    }
+    /* A link to it, or another name of the same file. */
+    struct stat a, b;
+    return stat(db->path, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
 }
 
 mt_status mt_db__context(mt_db *db, mt_status st, const char *context)

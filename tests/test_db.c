@@ -886,6 +886,39 @@ static void test_import_refuses_what_cannot_run(void **state)
     free(want);
 }
 
+/* An export never writes over the database it reads, under any of its
+ * names (its path, another spelling of it, a link to it) or over its
+ * -wal/-shm/-journal files; the file is as it was. */
+static void test_export_not_onto_itself(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_export_self");
+    char a[1024], other[1024], link[1024];
+    mt_strlcpy(a, path_in(dir, "a.db"), sizeof a);
+    const int64_t ms[] = {1};
+    const double ts[] = {10.0};
+    fill(a, SKU_A, ms, ts, 1, 16);
+    snprintf(other, sizeof other, "%s/./a.db", dir);
+    snprintf(link, sizeof link, "%s/link.db", dir);
+    assert_int_equal(symlink(a, link), 0);
+    mt_db *db = open_ok(a, 0);
+    char *want = snapshot_db(db);
+    const char *targets[] = {a, other, link, path_in(dir, "a.db-wal"), path_in(dir, "a.db-journal")};
+    for (size_t i = 0; i < MT_ARRAY_LEN(targets); i++) {
+        assert_int_equal(mt_db_export_json(db, targets[i], 0), MT_ERR_INVALID_ARG);
+        assert_non_null(strstr(mt_db_errmsg(db), "is the database itself"));
+    }
+    CHECK_OK(db, mt_db_export_json(db, path_in(dir, "a.json"), 0));
+    mt_db_close(db);
+    db = open_ok(a, MT_DB_READONLY);
+    char *got = snapshot_db(db);
+    assert_string_equal(got, want);
+    CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
+    mt_db_close(db);
+    free(got);
+    free(want);
+}
+
 static void test_vllm_layout(void **state)
 {
     (void)state;
@@ -1260,6 +1293,7 @@ int main(void)
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_import_refuses_what_cannot_run),
+        cmocka_unit_test(test_export_not_onto_itself),
         cmocka_unit_test(test_vllm_layout),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_prune),
