@@ -52,7 +52,10 @@ static int include_line(const char *line, size_t n, char *name, size_t size)
 /* Canonical path of `name` seen from `dir`, then the template's folder,
  * then every template folder; *display is the path relative to the folder
  * it was found in, so that the source does not depend on where moetune is
- * installed. */
+ * installed. Only files inside a template folder count: a name that leads
+ * out of them (an absolute path, "..", a link) is not found, so that a
+ * template cannot put an arbitrary file of the machine into a kernel's
+ * source, which databases store and exports print. */
 static int resolve(amal *a, const char *dir, const char *name, char *path, char *display)
 {
     const char *bases[2 + 64];
@@ -68,19 +71,17 @@ static int resolve(amal *a, const char *dir, const char *name, char *path, char 
         else if ((size_t)snprintf(cand, sizeof cand, "%s/%s", bases[i], name) >= sizeof cand)
             continue;
         if (access(cand, R_OK) == 0 && realpath(cand, path)) {
-            mt_strlcpy(display, name, PATH_MAX);
-            /* A file found relative to an including header keeps its path
-             * relative to the template folder it lives in. */
+            /* The template folder it lives in; its path relative to it is
+             * the one the source shows. */
             for (size_t k = 1; k < nb; k++) {
                 char base[PATH_MAX];
                 size_t bl;
                 if (realpath(bases[k], base) && (bl = strlen(base)) && !strncmp(path, base, bl) &&
                     path[bl] == '/') {
                     mt_strlcpy(display, path + bl + 1, PATH_MAX);
-                    break;
+                    return 1;
                 }
             }
-            return 1;
         }
     }
     return 0;
@@ -124,8 +125,9 @@ static mt_status amal_text(amal *a, const char *text, size_t len, const char *di
             mt_buf_append(&a->out, "\n", 1);
         } else if (!resolve(a, dir, name, path, child_display)) {
             return mt_errf(a->msg, sizeof a->msg, MT_ERR_TEMPLATE, "%s:%d: cannot find included "
-                           "file \"%s\" (searched the including folder and the template "
-                           "folders)", display, lineno, name);
+                           "file \"%s\" inside the template folders (searched the including "
+                           "folder and the template folders; files outside them are not "
+                           "included)", display, lineno, name);
         } else if (already_seen(a, path)) {
             mt_buf_printf(&a->out, "/* \"%s\" is already included above */\n", name);
         } else {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -393,6 +394,58 @@ static void test_amalgamation(void **state)
     mt_gen_close(g);
 }
 
+/* Quoted includes are looked up inside the template folders only: a name
+ * that leads out of them (an absolute path, "..", a link inside that
+ * points out) is not found, and nothing of the outside file reaches the
+ * source; a header inside is inlined as ever. */
+static void test_includes_stay_inside(void **state)
+{
+    (void)state;
+    const char *tmp = mt_test_tmpdir("gen-includes");
+    char tpl[1024], outside[1024], path[1200], lua[2048];
+    snprintf(tpl, sizeof tpl, "%s/tpl", tmp);
+    snprintf(outside, sizeof outside, "%s/outside.h", tmp);
+    assert_int_equal(mkdir(tpl, 0755), 0);
+    static const char secret[] = "int outside_secret = 42;\n";
+    assert_int_equal(mt_file_write_atomic(outside, secret, strlen(secret), NULL, 0), MT_OK);
+    snprintf(path, sizeof path, "%s/inside.h", tpl);
+    assert_int_equal(mt_file_write_atomic(path, "int inside_ok;\n", 15, NULL, 0), MT_OK);
+    snprintf(path, sizeof path, "%s/link.h", tpl);
+    assert_int_equal(symlink(outside, path), 0);
+    snprintf(lua, sizeof lua,
+             "local INC = { '%s', '../outside.h', 'link.h', 'inside.h' }\n"
+             "return { family = 'inc', version = 1, doc = 'includes',\n"
+             "  params = { { name = 'I', abbrev = 'i', values = { 1, 2, 3, 4 } } },\n"
+             "  default_set = { { I = 1 }, { I = 2 }, { I = 3 }, { I = 4 } },\n"
+             "  valid = function(p, t) return true end,\n"
+             "  launch = function(p, t) return { threads = 32, smem = 0 } end,\n"
+             "  render = function(p, name)\n"
+             "    return '#include \"' .. INC[p.I] .. '\"\\nextern \"C\" __global__ void ' .. name .. '() {}\\n'\n"
+             "  end }\n", outside);
+    snprintf(path, sizeof path, "%s/inc.lua", tpl);
+    assert_int_equal(mt_file_write_atomic(path, lua, strlen(lua), NULL, 0), MT_OK);
+    mt_gen *g = open_ok(tpl, NULL);
+    for (int i = 1; i <= 4; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "mtk_inc_i%d", i);
+        mt_variant v;
+        assert_int_equal(mt_gen_find(g, name, "sm_90a", &v), MT_OK);
+        char *src = NULL;
+        mt_status st = mt_gen_source(g, &v, &src, NULL);
+        if (i < 4) {
+            assert_int_equal(st, MT_ERR_TEMPLATE);
+            assert_non_null(strstr(mt_gen_errmsg(g), "inside the template folders"));
+            assert_null(src);
+        } else {
+            assert_int_equal(st, MT_OK);
+            assert_non_null(strstr(src, "int inside_ok;"));
+            assert_null(strstr(src, "outside_secret"));
+            free(src);
+        }
+    }
+    mt_gen_close(g);
+}
+
 static void test_override(void **state)
 {
     (void)state;
@@ -635,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_omit_in_name),
         cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_amalgamation),
+        cmocka_unit_test(test_includes_stay_inside),
         cmocka_unit_test(test_override),
         cmocka_unit_test(test_determinism_and_ptx),
         cmocka_unit_test(test_cache),
