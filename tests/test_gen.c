@@ -318,6 +318,7 @@ static void test_sandbox(void **state)
         {"os", "'os'"}, {"io", "'io'"}, {"require", "'require'"}, {"load", "'load'"},
         {"dofile", "'dofile'"}, {"dump", "dump"}, {"random", "random"}, {"debug", "'debug'"},
         {"pwrite", "read-only"}, {"undeclared", "BLOCK_M"}, {"nonstring", "must return a string"},
+        {"match", "'find'"}, {"gsubmethod", "'gsub'"},
     };
     for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
         assert_int_equal(evil_variant(g, cases[i].what, &v), MT_OK);

@@ -16,6 +16,10 @@ local misdeeds = {
     while true do pcall(function() local s = "x" while true do s = s .. s end end) end
   end,
   nonstring = function() return 42 end,
+  -- Pattern matching backtracks in C, out of the instruction budget's
+  -- reach (30 "a*" against 30 bytes ran past a minute; 14 take seconds).
+  match = function() return string.find(string.rep("a", 14), string.rep("a*", 14) .. "b") end,
+  gsubmethod = function() return ("a"):gsub("a", "b") end,
 }
 
 return {
@@ -24,7 +28,8 @@ return {
   params = {
     { name = "what", values = { "ok", "loop", "pcallloop", "badlaunch", "os", "io", "require",
                                 "load", "dofile", "dump", "random", "debug", "pwrite",
-                                "undeclared", "hog", "pcallhog", "nonstring" } },
+                                "undeclared", "hog", "pcallhog", "nonstring", "match",
+                                "gsubmethod" } },
   },
   default_set = { { what = "ok" } },
   valid = function(p, target)
