@@ -4,7 +4,9 @@
 #include "cli/args.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int mt_arg_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -32,10 +34,34 @@ int mt_arg_int_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap
     return *n > 0;
 }
 
-#include <stdio.h>
-#include <string.h>
-
 #include "tuner/presets.h"
+
+void mt_arg_bad(const char *cmd, const char *opt, const char *val)
+{
+    fprintf(stderr, "moetune %s: bad value '%s' for %s", cmd, val, opt);
+    if (!strcmp(opt, "--M"))
+        fprintf(stderr, " (a comma-separated list of at most %d values, each in [1, %d])",
+                MT_ARG_MAX_MS, MT_MAX_TOKENS);
+    fputc('\n', stderr);
+}
+
+mt_gen *mt_cli_open_templates(const mt_gen_config *cfg, const char *cmd)
+{
+    mt_gen *g = NULL;
+    if (mt_gen_open(cfg, &g) != MT_OK) {
+        fprintf(stderr, "moetune %s: templates: %s\n", cmd, g ? mt_gen_errmsg(g) : "out of memory");
+        mt_gen_close(g);
+        return NULL;
+    }
+    if (mt_gen_family_count(g) == 0) {
+        fprintf(stderr, "moetune %s: no templates found (folders searched: %zu; see `moetune gen "
+                        "--help` for --templates and MT_TEMPLATE_PATH)\n", cmd,
+                mt_gen_template_dir_count(g));
+        mt_gen_close(g);
+        return NULL;
+    }
+    return g;
+}
 
 void mt_shape_args_init(mt_shape_args *a)
 {
@@ -74,7 +100,7 @@ int mt_shape_args_take(mt_shape_args *a, const char *cmd, const char *opt, const
     }
     else return 0;
     if (!ok) {
-        fprintf(stderr, "moetune %s: bad value '%s' for %s\n", cmd, val, opt);
+        mt_arg_bad(cmd, opt, val);
         return -1;
     }
     return 1;

@@ -1,6 +1,8 @@
 /*
  * Argument parsing helpers shared by the subcommands: strict integers and
- * comma-separated integer lists (a value with trailing junk is refused).
+ * comma-separated integer lists (a value with trailing junk is refused),
+ * the message for a bad value, and the template folders opened for a
+ * command.
  */
 #ifndef MT_CLI_ARGS_H
 #define MT_CLI_ARGS_H
@@ -11,6 +13,12 @@
 int mt_arg_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* 1 if s is "a,b,c" of integers in [lo, hi], at most cap of them. */
 int mt_arg_int_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int cap, int *n);
+/* The values of M a --M list takes (tune, bench): at most this many, each
+ * in [1, MT_MAX_TOKENS]. */
+#define MT_ARG_MAX_MS 64
+/* Print "moetune CMD: bad value 'VAL' for OPT" (with what --M takes, for
+ * --M) on stderr. */
+void mt_arg_bad(const char *cmd, const char *opt, const char *val);
 
 #include "moetune/problem.h"
 
@@ -41,5 +49,11 @@ int mt_shape_args_finish(mt_shape_args *a, const char *cmd);
 /* Print the preset table. */
 void mt_print_presets(void);
 
+
+#include "moetune/gen.h"
+
+/* The generator for command `cmd` (cfg NULL: the default folders); NULL
+ * after printing why when it cannot open or finds no template. */
+mt_gen *mt_cli_open_templates(const mt_gen_config *cfg, const char *cmd);
 
 #endif

@@ -152,7 +152,7 @@ int mt_cmd_bench(int argc, char **argv)
     mt_shape_args sa;
     mt_shape_args_init(&sa);
     const char *json = NULL, *svg = NULL, *db = NULL;
-    int64_t Ms[64] = {1, 32, 256, 4096};
+    int64_t Ms[MT_ARG_MAX_MS] = {1, 32, 256, 4096};
     int nM = 4;
     int64_t reps = 30, max_candidates = 0;
     int pipeline_only = 0;
@@ -182,7 +182,7 @@ int mt_cmd_bench(int argc, char **argv)
         if (taken)
             continue;
         if (!strcmp(a, "--M"))
-            ok = mt_arg_int_list(v, 1, 1 << 20, Ms, 64, &nM);
+            ok = mt_arg_int_list(v, 1, MT_MAX_TOKENS, Ms, MT_ARG_MAX_MS, &nM);
         else if (!strcmp(a, "--reps"))
             ok = mt_arg_int(v, 1, 10000, &reps);
         else if (!strcmp(a, "--max-candidates"))
@@ -200,7 +200,7 @@ int mt_cmd_bench(int argc, char **argv)
             return MT_EXIT_USAGE;
         }
         if (!ok) {
-            fprintf(stderr, "moetune bench: bad value '%s' for %s\n", v, a);
+            mt_arg_bad("bench", a, v);
             return MT_EXIT_USAGE;
         }
     }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/util.h"
 #include "moetune/db.h"
@@ -357,12 +358,9 @@ typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, int dry_run)
 
 static int run_with_templates(const opts *o, template_job job)
 {
-    mt_gen *g = NULL;
-    if (mt_gen_open(NULL, &g) != MT_OK) {
-        fprintf(stderr, "moetune db: templates: %s\n", g ? mt_gen_errmsg(g) : "out of memory");
-        mt_gen_close(g);
+    mt_gen *g = mt_cli_open_templates(NULL, "db");
+    if (!g)
         return MT_EXIT_FAIL;
-    }
     mt_db *db = open_or_report(o->pos[0], o->dry_run ? MT_DB_READONLY : 0);
     if (!db) {
         mt_gen_close(g);

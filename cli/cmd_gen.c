@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "common/util.h"
 #include "moetune/gen.h"
@@ -237,19 +238,7 @@ static mt_gen *open_gen(const gen_args *a)
     mt_gen_config cfg = {.template_dirs = a->templates, .ntemplate_dirs = a->ntemplates,
                          .cache_dir = a->cache_dir, .jobs = a->jobs, .progress = a->progress,
                          .verbose = a->verbose, .no_cache = a->no_cache};
-    mt_gen *g = NULL;
-    if (mt_gen_open(&cfg, &g) != MT_OK) {
-        fprintf(stderr, "moetune gen: %s\n", mt_gen_errmsg(g));
-        mt_gen_close(g);
-        return NULL;
-    }
-    if (mt_gen_family_count(g) == 0) {
-        fprintf(stderr, "moetune gen: no templates found (folders searched: %zu; see --help "
-                        "for --templates and MT_TEMPLATE_PATH)\n", mt_gen_template_dir_count(g));
-        mt_gen_close(g);
-        return NULL;
-    }
-    return g;
+    return mt_cli_open_templates(&cfg, "gen");
 }
 
 /* The variants to work on: the named ones, or the filtered ones, per arch. */

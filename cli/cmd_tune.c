@@ -14,6 +14,8 @@
 #include "common/cuda_driver.h"
 #include "moetune/tuner.h"
 
+_Static_assert(MT_ARG_MAX_MS <= MT_TUNE_MAX_M, "--M takes no more values than a tune holds");
+
 /* GPU count, asked in a child process: this process must not initialize
  * CUDA before it forks its workers. */
 static int count_gpus(void)
@@ -136,7 +138,7 @@ int mt_cmd_tune(int argc, char **argv)
         if (taken)
             continue;
         if (!strcmp(a, "--M"))
-            ok = mt_arg_int_list(v, 1, 1 << 20, o.Ms, MT_TUNE_MAX_M, &o.nM);
+            ok = mt_arg_int_list(v, 1, MT_MAX_TOKENS, o.Ms, MT_ARG_MAX_MS, &o.nM);
         else if (!strcmp(a, "--routing")) {
             mt_routing r;
             ok = mt_routing_parse(v, &r) == MT_OK;
@@ -194,7 +196,7 @@ int mt_cmd_tune(int argc, char **argv)
             return MT_EXIT_USAGE;
         }
         if (!ok) {
-            fprintf(stderr, "moetune tune: bad value '%s' for %s\n", v, a);
+            mt_arg_bad("tune", a, v);
             return MT_EXIT_USAGE;
         }
     }

@@ -66,6 +66,11 @@ expect 2 "too many arguments" db import a.db 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
 expect 1 "$dir/missing.db" db show "$dir/missing.db"
 expect 1 "$dir/missing.db" db verify "$dir/missing.db"
 [ ! -e "$dir/missing.db" ] || { echo "FAIL: a read-only command created the database"; fails=$((fails + 1)); }
+# refresh and deterministic need templates: none found is a failure, not
+# "every kernel is of other templates".
+mkdir -p "$dir/no-templates"
+MT_TEMPLATE_DIR="$dir/no-templates" MT_TEMPLATE_PATH= expect 1 "no templates found" \
+    db refresh --dry-run "$dir/missing.db"
 # import --vllm is a flag: the file is what fails.
 expect 1 "$dir/none.json" db import "$dir/new.db" "$dir/none.json" --vllm
 
