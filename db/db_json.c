@@ -395,11 +395,19 @@ static mt_status import_candidate(jin *j, mt_db__merger *m, const mt_json *o)
     return mt_db__merge_candidate(m, &c);
 }
 
+/* A positive integer field. */
+static int j_count(jin *j, const mt_json *o, const char *f, int *out)
+{
+    return j_int(j, o, f, out) && (*out > 0 || jfail(j, f, "positive integer expected"));
+}
+
 static int read_vllm_fields(jin *j, const mt_json *o, mt_db_vllm_config *c)
 {
-    return j_int(j, o, "BLOCK_SIZE_M", &c->block_m) && j_int(j, o, "BLOCK_SIZE_N", &c->block_n) &&
-           j_int(j, o, "BLOCK_SIZE_K", &c->block_k) && j_int(j, o, "GROUP_SIZE_M", &c->group_m) &&
-           j_int(j, o, "num_warps", &c->num_warps) && j_int(j, o, "num_stages", &c->num_stages);
+    return j_count(j, o, "BLOCK_SIZE_M", &c->block_m) &&
+           j_count(j, o, "BLOCK_SIZE_N", &c->block_n) &&
+           j_count(j, o, "BLOCK_SIZE_K", &c->block_k) &&
+           j_count(j, o, "GROUP_SIZE_M", &c->group_m) &&
+           j_count(j, o, "num_warps", &c->num_warps) && j_count(j, o, "num_stages", &c->num_stages);
 }
 
 static mt_status import_reference(jin *j, mt_db__merger *m, const mt_json *o)
@@ -506,6 +514,8 @@ typedef struct vllm_ctx {
     mt_status st;
 } vllm_ctx;
 
+static int triton_block(int b) { return b >= 16 && (b & (b - 1)) == 0; }
+
 static int collect_vllm(const mt_db_entry *e, void *ctx)
 {
     vllm_ctx *x = ctx;
@@ -541,18 +551,24 @@ static int collect_vllm(const mt_db_entry *e, void *ctx)
     }
     vllm_row *r = &x->rows[x->n];
     memset(r, 0, sizeof *r);
-    r->order = x->n++;
-    mt_db_vllm_device_name(e->key.sku, r->c.device, sizeof r->c.device);
-    mt_db_vllm_selector(&e->key, r->c.selector, sizeof r->c.selector);
-    r->c.E = e->key.E;
-    r->c.N = e->key.N;
-    r->c.M = e->M;
     r->c.block_m = (int)mt_variant_int(&v, "BLOCK_M", 0);
     r->c.block_n = (int)mt_variant_int(&v, "BLOCK_N", 0);
     r->c.block_k = (int)mt_variant_int(&v, "BLOCK_K", 0);
     r->c.group_m = (int)mt_variant_int(&v, "GROUP_M", 1);
     r->c.num_warps = (int)mt_variant_int(&v, "WARPS", 4);
     r->c.num_stages = (int)mt_variant_int(&v, "STAGES", 2);
+    /* A tile vLLM's Triton kernel can take: blocks of 16 and up, powers
+     * of two (tl.dot, tl.arange). The matrix-vector decode kernels (no
+     * BLOCK_K, BLOCK_M 1) and 192-wide tiles have none; vLLM takes the
+     * nearest M the file does have. */
+    if (!triton_block(r->c.block_m) || !triton_block(r->c.block_n) || !triton_block(r->c.block_k))
+        return 0;
+    r->order = x->n++;
+    mt_db_vllm_device_name(e->key.sku, r->c.device, sizeof r->c.device);
+    mt_db_vllm_selector(&e->key, r->c.selector, sizeof r->c.selector);
+    r->c.E = e->key.E;
+    r->c.N = e->key.N;
+    r->c.M = e->M;
     return 0;
 }
 

@@ -948,8 +948,11 @@ static void test_vllm_layout(void **state)
     mt_json *root;
     assert_int_equal(mt_json_parse(text, len, NULL, &root, msg, sizeof msg), MT_OK);
     free(text);
-    assert_int_equal(mt_json_len(root), 3);
-    for (int i = 0; i < 3; i++) {
+    /* M = 256's GEMM1 has BLOCK_K 96 (fill), which no Triton tile has: that
+     * M is left out, vLLM takes the nearest one the file has. */
+    assert_int_equal(mt_json_len(root), 2);
+    assert_null(mt_json_get(root, "256"));
+    for (int i = 0; i < 2; i++) {
         char m[16];
         snprintf(m, sizeof m, "%lld", (long long)ms[i]);
         const mt_json *cfg = mt_json_get(root, m);
@@ -975,7 +978,7 @@ static void test_vllm_layout(void **state)
     mt_db *b = open_ok(path_in(dir, "b.db"), MT_DB_CREATE);
     int count = 0;
     CHECK_OK(b, mt_db_import_vllm(b, fname, &count));
-    assert_int_equal(count, 3);
+    assert_int_equal(count, 2);
     mt_buf refs = {0};
     CHECK_OK(b, mt_db_foreach_vllm_config(b, dev, 128, 768, snap_ref, &refs));
     assert_non_null(strstr(refs.data, "|128|768||16|"));
@@ -1000,6 +1003,12 @@ static void test_vllm_layout(void **state)
     const char *badbody = "{\"x\": {}}";
     assert_int_equal(mt_file_write_atomic(fp8, badbody, strlen(badbody), msg, sizeof msg), MT_OK);
     assert_int_equal(mt_db_import_vllm(b, fp8, &count), MT_ERR_INVALID_ARG);
+    /* A block size that is not positive. */
+    const char *negative = "{\"1\": {\"BLOCK_SIZE_M\": -16, \"BLOCK_SIZE_N\": 64, \"BLOCK_SIZE_K\": 128,"
+                           " \"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 3}}";
+    assert_int_equal(mt_file_write_atomic(fp8, negative, strlen(negative), msg, sizeof msg), MT_OK);
+    assert_int_equal(mt_db_import_vllm(b, fp8, &count), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(b), "BLOCK_SIZE_M: positive integer expected"));
     mt_db_close(b);
     mt_db_close(db);
 }
