@@ -45,24 +45,6 @@ void mt_arg_bad(const char *cmd, const char *opt, const char *val)
     fputc('\n', stderr);
 }
 
-mt_gen *mt_cli_open_templates(const mt_gen_config *cfg, const char *cmd)
-{
-    mt_gen *g = NULL;
-    if (mt_gen_open(cfg, &g) != MT_OK) {
-        fprintf(stderr, "moetune %s: templates: %s\n", cmd, g ? mt_gen_errmsg(g) : "out of memory");
-        mt_gen_close(g);
-        return NULL;
-    }
-    if (mt_gen_family_count(g) == 0) {
-        fprintf(stderr, "moetune %s: no templates found (folders searched: %zu; see `moetune gen "
-                        "--help` for --templates and MT_TEMPLATE_PATH)\n", cmd,
-                mt_gen_template_dir_count(g));
-        mt_gen_close(g);
-        return NULL;
-    }
-    return g;
-}
-
 void mt_shape_args_init(mt_shape_args *a)
 {
     mt_problem_init(&a->shape, 1, 0, 0, 0, 0);

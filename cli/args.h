@@ -1,8 +1,7 @@
 /*
  * Argument parsing helpers shared by the subcommands: strict integers and
  * comma-separated integer lists (a value with trailing junk is refused),
- * the message for a bad value, and the template folders opened for a
- * command.
+ * and the message for a bad value.
  */
 #ifndef MT_CLI_ARGS_H
 #define MT_CLI_ARGS_H
@@ -49,11 +48,5 @@ int mt_shape_args_finish(mt_shape_args *a, const char *cmd);
 /* Print the preset table. */
 void mt_print_presets(void);
 
-
-#include "moetune/gen.h"
-
-/* The generator for command `cmd` (cfg NULL: the default folders); NULL
- * after printing why when it cannot open or finds no template. */
-mt_gen *mt_cli_open_templates(const mt_gen_config *cfg, const char *cmd);
 
 #endif

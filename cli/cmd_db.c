@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/templates.h"
 #include "common/util.h"
 #include "moetune/db.h"
 #include "moetune/gen.h"
@@ -358,7 +358,7 @@ typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, int dry_run)
 
 static int run_with_templates(const opts *o, template_job job)
 {
-    mt_gen *g = mt_cli_open_templates(NULL, "db");
+    mt_gen *g = mt_cli_open_templates(NULL, "db", "MT_TEMPLATE_PATH and MT_TEMPLATE_DIR");
     if (!g)
         return MT_EXIT_FAIL;
     mt_db *db = open_or_report(o->pos[0], o->dry_run ? MT_DB_READONLY : 0);

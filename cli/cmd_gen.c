@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/templates.h"
 #include "common/util.h"
 #include "moetune/gen.h"
 
@@ -238,7 +239,7 @@ static mt_gen *open_gen(const gen_args *a)
     mt_gen_config cfg = {.template_dirs = a->templates, .ntemplate_dirs = a->ntemplates,
                          .cache_dir = a->cache_dir, .jobs = a->jobs, .progress = a->progress,
                          .verbose = a->verbose, .no_cache = a->no_cache};
-    return mt_cli_open_templates(&cfg, "gen");
+    return mt_cli_open_templates(&cfg, "gen", "--templates, MT_TEMPLATE_PATH and MT_TEMPLATE_DIR");
 }
 
 /* The variants to work on: the named ones, or the filtered ones, per arch. */

@@ -86,7 +86,10 @@ typedef struct mt_db__merger {
     mt_db *db;
     mt_db_merge_stats stats;
     mt_status st;
+    sqlite3_stmt *find_kernel;   /* prepared on first use; mt_db__merger_done */
 } mt_db__merger;
+/* Release what the merge functions below prepared. */
+void mt_db__merger_done(mt_db__merger *m);
 mt_status mt_db__merge_kernel(mt_db__merger *m, const mt_db_kernel *k);
 /* history != 0: only add the record to the history. */
 mt_status mt_db__merge_entry(mt_db__merger *m, const mt_db_entry *e, int history);

@@ -395,19 +395,23 @@ static mt_status import_candidate(jin *j, mt_db__merger *m, const mt_json *o)
     return mt_db__merge_candidate(m, &c);
 }
 
-/* A positive integer field. */
-static int j_count(jin *j, const mt_json *o, const char *f, int *out)
+/* An integer field of at least `least`. */
+static int j_at_least(jin *j, const mt_json *o, const char *f, int least, int *out)
 {
-    return j_int(j, o, f, out) && (*out > 0 || jfail(j, f, "positive integer expected"));
+    return j_int(j, o, f, out) &&
+           (*out >= least || jfail(j, f, least ? "positive integer expected"
+                                               : "non-negative integer expected"));
 }
 
+/* vLLM's own files have num_stages 0 (its ROCm configs). */
 static int read_vllm_fields(jin *j, const mt_json *o, mt_db_vllm_config *c)
 {
-    return j_count(j, o, "BLOCK_SIZE_M", &c->block_m) &&
-           j_count(j, o, "BLOCK_SIZE_N", &c->block_n) &&
-           j_count(j, o, "BLOCK_SIZE_K", &c->block_k) &&
-           j_count(j, o, "GROUP_SIZE_M", &c->group_m) &&
-           j_count(j, o, "num_warps", &c->num_warps) && j_count(j, o, "num_stages", &c->num_stages);
+    return j_at_least(j, o, "BLOCK_SIZE_M", 1, &c->block_m) &&
+           j_at_least(j, o, "BLOCK_SIZE_N", 1, &c->block_n) &&
+           j_at_least(j, o, "BLOCK_SIZE_K", 1, &c->block_k) &&
+           j_at_least(j, o, "GROUP_SIZE_M", 1, &c->group_m) &&
+           j_at_least(j, o, "num_warps", 1, &c->num_warps) &&
+           j_at_least(j, o, "num_stages", 0, &c->num_stages);
 }
 
 static mt_status import_reference(jin *j, mt_db__merger *m, const mt_json *o)
@@ -491,6 +495,7 @@ mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stat
             }
         }
     }
+    mt_db__merger_done(&m);
     if (began)
         st = mt_db__end(db, st);
     mt_json_free(root);
@@ -555,7 +560,8 @@ static int collect_vllm(const mt_db_entry *e, void *ctx)
     r->c.block_n = (int)mt_variant_int(&v, "BLOCK_N", 0);
     r->c.block_k = (int)mt_variant_int(&v, "BLOCK_K", 0);
     r->c.group_m = (int)mt_variant_int(&v, "GROUP_M", 1);
-    r->c.num_warps = (int)mt_variant_int(&v, "WARPS", 4);
+    /* The tile's warps: WARPS where the family has it, else its threads. */
+    r->c.num_warps = (int)mt_variant_int(&v, "WARPS", v.threads > 0 ? v.threads / 32 : 4);
     r->c.num_stages = (int)mt_variant_int(&v, "STAGES", 2);
     /* A tile vLLM's Triton kernel can take: blocks of 16 and up, powers
      * of two (tl.dot, tl.arange). The matrix-vector decode kernels (no

@@ -361,30 +361,42 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
 
 /* ---- merge ---- */
 
+void mt_db__merger_done(mt_db__merger *m)
+{
+    sqlite3_finalize(m->find_kernel);
+    m->find_kernel = NULL;
+}
+
+static mt_status merger_find_kernel(mt_db__merger *m, sqlite3_stmt **find)
+{
+    mt_status st = m->find_kernel ? MT_OK : mt_db__prepare(m->db, FIND_KERNEL_SQL, &m->find_kernel);
+    *find = m->find_kernel;
+    return st;
+}
+
 mt_status mt_db__merge_kernel(mt_db__merger *m, const mt_db_kernel *k)
 {
     /* The record is checked whether or not the destination has the kernel:
      * an edited source or image is refused, not counted as present. */
+    sqlite3_stmt *find;
     mt_status st = mt_db__check_kernel(m->db, k);
+    if (!st)
+        st = merger_find_kernel(m, &find);
     if (st)
         return st;
-    sqlite3_stmt *s = NULL;
-    st = mt_db__prepare(m->db, FIND_KERNEL_SQL, &s);
-    if (st)
+    mt_db_pipeline one = {.nsteps = 1};
+    mt_strlcpy(one.arch, k->variant.arch, sizeof one.arch);
+    mt_strlcpy(one.steps[0].kernel, k->variant.name, sizeof one.steps[0].kernel);
+    int missing;
+    if ((st = missing_kernel(m->db, find, &one, 0, &missing)))
         return st;
-    mt_db__bind_text(s, 1, k->variant.name);
-    mt_db__bind_text(s, 2, k->variant.arch);
-    int rc = sqlite3_step(s);
-    DB_CHECK(m->db, rc, "find kernel");
-    if (rc == SQLITE_ROW) {
+    if (missing < 0) {
         m->stats.kernels_present++;   /* the destination's own copy is kept */
     } else {
         st = mt_db_put_kernel(m->db, k);
         if (!st)
             m->stats.kernels_added++;
     }
-fail:
-    sqlite3_finalize(s);
     return st;
 }
 
@@ -398,12 +410,11 @@ mt_status mt_db__merge_entry(mt_db__merger *m, const mt_db_entry *e, int history
         /* A winner must run: its kernels come before it (in the source's
          * kernels, or the destination has them). History records may name
          * kernels pruned since. */
-        sqlite3_stmt *find = NULL;
+        sqlite3_stmt *find;
         int missing = -1;
-        st = mt_db__prepare(m->db, FIND_KERNEL_SQL, &find);
+        st = merger_find_kernel(m, &find);
         if (!st)
             st = missing_kernel(m->db, find, &e->pipeline, 0, &missing);
-        sqlite3_finalize(find);
         if (!st && missing >= 0)
             st = mt_db__fail(m->db, MT_ERR_NOT_FOUND,
                              "entry %s M=%lld: its %s kernel %s (%s) is neither among the kernels "
@@ -520,6 +531,7 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
     }
     st = mt_db__end(db, st);
 done:
+    mt_db__merger_done(&m);
     mt_db_close(src);
     if (stats)
         *stats = st ? (mt_db_merge_stats){0} : m.stats;

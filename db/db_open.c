@@ -139,18 +139,24 @@ int mt_db__own_file(const mt_db *db, const char *path)
 {
     static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
     char mine[4200], other[4200], own[4300];
-    if (!db->path || !canonical_path(db->path, mine, sizeof mine) ||
-        !canonical_path(path, other, sizeof other))
+    /* SQLite keeps the -wal and -shm files beside the file a link names. */
+    char *real = db->path ? realpath(db->path, NULL) : NULL;
+    const int named = real ? (mt_strlcpy(mine, real, sizeof mine), 1)
+                           : db->path && canonical_path(db->path, mine, sizeof mine);
+    free(real);
+    if (!named || !canonical_path(path, other, sizeof other))
         return 0;
+    struct stat target;
+    const int exists = stat(path, &target) == 0;
     for (size_t i = 0; i < MT_ARRAY_LEN(suffixes); i++) {
         snprintf(own, sizeof own, "%s%s", mine, suffixes[i]);
-        if (!strcmp(own, other))
+        struct stat st;
+        /* By name, or as another name (a link) of the same file. */
+        if (!strcmp(own, other) || (exists && stat(own, &st) == 0 && st.st_dev == target.st_dev &&
+                                    st.st_ino == target.st_ino))
             return 1;
     }
-    /* A link to it, or another name of the same file. */
-    struct stat a, b;
-    return stat(db->path, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
-           a.st_ino == b.st_ino;
+    return 0;
 }
 
 mt_status mt_db__context(mt_db *db, mt_status st, const char *context)

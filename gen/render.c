@@ -163,6 +163,106 @@ static void amal_free(amal *a)
     mt_buf_free(&a->out);
 }
 
+/* Angle includes NVRTC may resolve itself: the toolkit's own headers the
+ * device code needs, by bare name. */
+static const char *const angle_includes[] = {"stdint.h", "cuda_fp16.h", "cuda_bf16.h",
+                                             "cuda_fp8.h"};
+
+/* src as the preprocessor sees its lines: continuations joined, comments
+ * gone (string and character literals kept whole, so that a "/" "*" in
+ * one starts nothing). */
+static char *preprocessor_lines(const char *src, size_t len)
+{
+    char *out = malloc(len + 1), *o = out;
+    if (!out)
+        return NULL;
+    char quote = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = src[i];
+        if (c == '\\' && i + 1 < len && src[i + 1] == '\n') {   /* continuation */
+            i++;
+            continue;
+        }
+        if (quote) {
+            *o++ = c;
+            if (c == '\\' && i + 1 < len)
+                *o++ = src[++i];
+            else if (c == quote || c == '\n')
+                quote = 0;
+        } else if (c == '"' || c == '\'') {
+            quote = c;
+            *o++ = c;
+        } else if (c == '/' && i + 1 < len && src[i + 1] == '/') {
+            while (i + 1 < len && src[i + 1] != '\n')
+                i++;
+        } else if (c == '/' && i + 1 < len && src[i + 1] == '*') {
+            for (i += 2; i + 1 < len && !(src[i] == '*' && src[i + 1] == '/'); i++)
+                if (src[i] == '\n')
+                    *o++ = '\n';   /* keep the line count */
+            i++;
+            *o++ = ' ';
+        } else {
+            *o++ = c;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* What reaches NVRTC may read no file but the template folders' (inlined
+ * above) and the toolkit headers of angle_includes: any other include-like
+ * directive (also spelled "%:" or "??=", or naming a macro) and
+ * __has_include are refused, since NVRTC would open absolute paths and put
+ * what it reads into the image and its log. */
+static mt_status check_directives(const char *src, size_t len, char *msg, size_t msg_size)
+{
+    char *text = preprocessor_lines(src, len);
+    if (!text)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    mt_status st = MT_OK;
+    int lineno = 0;
+    for (char *line = text, *next; line && !st; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        lineno++;
+        if (strstr(line, "__has_include")) {
+            st = mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "line %d: __has_include is not allowed "
+                         "(it looks at files outside the template folders)", lineno);
+            break;
+        }
+        const char *p = line + strspn(line, " \t");
+        if (*p == '#')
+            p++;
+        else if (!strncmp(p, "%:", 2))
+            p += 2;
+        else if (!strncmp(p, "?\?=", 3))
+            p += 3;
+        else
+            continue;
+        p += strspn(p, " \t");
+        static const char *const include_like[] = {"include", "include_next", "import", "embed"};
+        const size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
+        int include = 0, ok = 0;
+        for (size_t k = 0; k < MT_ARRAY_LEN(include_like); k++)
+            include |= strlen(include_like[k]) == n && !strncmp(p, include_like[k], n);
+        if (!include)
+            continue;
+        /* Only "#include <name>" of the list, and nothing after it. */
+        const char *name = p + n + strspn(p + n, " \t"), *end;
+        if (n == 7 && *name == '<' && (end = strchr(name, '>')) && !end[1 + strspn(end + 1, " \t\r")])
+            for (size_t k = 0; k < MT_ARRAY_LEN(angle_includes) && !ok; k++)
+                ok = strlen(angle_includes[k]) == (size_t)(end - name - 1) &&
+                     !strncmp(name + 1, angle_includes[k], (size_t)(end - name - 1));
+        if (!ok)
+            st = mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "line %d: \"%.80s\": the source may "
+                         "include only files of the template folders (#include \"x\") and "
+                         "<stdint.h>, <cuda_fp16.h>, <cuda_bf16.h>, <cuda_fp8.h>", lineno, line);
+    }
+    free(text);
+    return st;
+}
+
 mt_status mt_gen_source(mt_gen *g, const mt_variant *v, char **source, size_t *len)
 {
     if (!g || !v || !source)
@@ -186,6 +286,8 @@ mt_status mt_gen_source(mt_gen *g, const mt_variant *v, char **source, size_t *l
     snprintf(display, sizeof display, "%s.cu", v->name);
     st = amal_text(&a, text, tlen, display, t->dir, 0);
     free(text);
+    if (!st)
+        st = check_directives(a.out.data, a.out.len, a.msg, sizeof a.msg);
     if (st) {
         gen_set_err(g, st, "template %s, variant %s: %s", t->family, v->name, a.msg);
         amal_free(&a);

@@ -908,6 +908,11 @@ static void test_export_not_onto_itself(void **state)
         assert_int_equal(mt_db_export_json(db, targets[i], 0), MT_ERR_INVALID_ARG);
         assert_non_null(strstr(mt_db_errmsg(db), "is the database itself"));
     }
+    /* Opened through the link, its files are still the target's. */
+    mt_db *via = open_ok(link, 0);
+    assert_int_equal(mt_db_export_json(via, path_in(dir, "a.db-wal"), 0), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_db_export_json(via, path_in(dir, "a.db"), 0), MT_ERR_INVALID_ARG);
+    mt_db_close(via);
     CHECK_OK(db, mt_db_export_json(db, path_in(dir, "a.json"), 0));
     mt_db_close(db);
     db = open_ok(a, MT_DB_READONLY);
@@ -1009,6 +1014,12 @@ static void test_vllm_layout(void **state)
     assert_int_equal(mt_file_write_atomic(fp8, negative, strlen(negative), msg, sizeof msg), MT_OK);
     assert_int_equal(mt_db_import_vllm(b, fp8, &count), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(mt_db_errmsg(b), "BLOCK_SIZE_M: positive integer expected"));
+    /* vLLM's ROCm files say num_stages 0. */
+    const char *rocm = "{\"1\": {\"BLOCK_SIZE_M\": 16, \"BLOCK_SIZE_N\": 64, \"BLOCK_SIZE_K\": 128,"
+                       " \"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 0}}";
+    assert_int_equal(mt_file_write_atomic(fp8, rocm, strlen(rocm), msg, sizeof msg), MT_OK);
+    CHECK_OK(b, mt_db_import_vllm(b, fp8, &count));
+    assert_int_equal(count, 1);
     mt_db_close(b);
     mt_db_close(db);
 }

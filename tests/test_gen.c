@@ -395,15 +395,19 @@ static void test_amalgamation(void **state)
     mt_gen_close(g);
 }
 
-/* Quoted includes are looked up inside the template folders only: a name
- * that leads out of them (an absolute path, "..", a link inside that
- * points out) is not found, and nothing of the outside file reaches the
- * source; a header inside is inlined as ever. */
+/* What reaches NVRTC reads no file outside the template folders but the
+ * toolkit headers it may name: a quoted include that leads out of the
+ * folders (an absolute path, "..", a link inside that points out) is not
+ * found, and every other include-like form (angle brackets with a path,
+ * the "%:" spelling, a continued line, a macro, a comment ahead of the
+ * "#", __has_include) is refused before NVRTC could open the file; nothing
+ * of the outside file reaches the source. A header inside, and
+ * <stdint.h>, still serve. */
 static void test_includes_stay_inside(void **state)
 {
     (void)state;
     const char *tmp = mt_test_tmpdir("gen-includes");
-    char tpl[1024], outside[1024], path[1200], lua[2048];
+    char tpl[1024], outside[1024], path[1200], lua[4096];
     snprintf(tpl, sizeof tpl, "%s/tpl", tmp);
     snprintf(outside, sizeof outside, "%s/outside.h", tmp);
     assert_int_equal(mkdir(tpl, 0755), 0);
@@ -413,33 +417,48 @@ static void test_includes_stay_inside(void **state)
     assert_int_equal(mt_file_write_atomic(path, "int inside_ok;\n", 15, NULL, 0), MT_OK);
     snprintf(path, sizeof path, "%s/link.h", tpl);
     assert_int_equal(symlink(outside, path), 0);
+    /* Lua long strings: the directives as the template writes them. */
     snprintf(lua, sizeof lua,
-             "local INC = { '%s', '../outside.h', 'link.h', 'inside.h' }\n"
+             "local X = [==[%s]==]\n"
+             "local INC = {\n"
+             "  '#include \"' .. X .. '\"',\n"
+             "  '#include \"../outside.h\"',\n"
+             "  '#include \"link.h\"',\n"
+             "  '#include <' .. X .. '>',\n"
+             "  '%%:include \"' .. X .. '\"',\n"
+             "  '#inc\\\\\\nlude <' .. X .. '>',\n"
+             "  '#define F \"' .. X .. '\"\\n#include F',\n"
+             "  '/* note */ #include <' .. X .. '>',\n"
+             "  '#if __has_include(<' .. X .. '>)\\n#endif',\n"
+             "  '#include \"inside.h\"',\n"
+             "  '#include <stdint.h>',\n"
+             "}\n"
              "return { family = 'inc', version = 1, doc = 'includes',\n"
-             "  params = { { name = 'I', abbrev = 'i', values = { 1, 2, 3, 4 } } },\n"
-             "  default_set = { { I = 1 }, { I = 2 }, { I = 3 }, { I = 4 } },\n"
+             "  params = { { name = 'I', abbrev = 'i', values = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 } } },\n"
+             "  default_set = { { I = 1 } },\n"
              "  valid = function(p, t) return true end,\n"
              "  launch = function(p, t) return { threads = 32, smem = 0 } end,\n"
              "  render = function(p, name)\n"
-             "    return '#include \"' .. INC[p.I] .. '\"\\nextern \"C\" __global__ void ' .. name .. '() {}\\n'\n"
+             "    return INC[p.I] .. '\\nextern \"C\" __global__ void ' .. name .. '() {}\\n'\n"
              "  end }\n", outside);
     snprintf(path, sizeof path, "%s/inc.lua", tpl);
     assert_int_equal(mt_file_write_atomic(path, lua, strlen(lua), NULL, 0), MT_OK);
     mt_gen *g = open_ok(tpl, NULL);
-    for (int i = 1; i <= 4; i++) {
+    for (int i = 1; i <= 11; i++) {
         char name[32];
         snprintf(name, sizeof name, "mtk_inc_i%d", i);
         mt_variant v;
         assert_int_equal(mt_gen_find(g, name, "sm_90a", &v), MT_OK);
         char *src = NULL;
         mt_status st = mt_gen_source(g, &v, &src, NULL);
-        if (i < 4) {
-            assert_int_equal(st, MT_ERR_TEMPLATE);
-            assert_non_null(strstr(mt_gen_errmsg(g), "inside the template folders"));
+        if (i < 10) {
+            const char *m = mt_gen_errmsg(g);
+            if (st != MT_ERR_TEMPLATE || !(strstr(m, "template folders") || strstr(m, "__has_include")))
+                fail_msg("case %d: status %d, \"%s\"", i, st, m);
             assert_null(src);
         } else {
             assert_int_equal(st, MT_OK);
-            assert_non_null(strstr(src, "int inside_ok;"));
+            assert_non_null(strstr(src, i == 10 ? "int inside_ok;" : "#include <stdint.h>"));
             assert_null(strstr(src, "outside_secret"));
             free(src);
         }
