@@ -331,7 +331,7 @@ static int cmd_verify(const opts *o)
 
 static int cmd_prune(const opts *o)
 {
-    mt_db *db = open_or_report(o->pos[0], 0);
+    mt_db *db = open_or_report(o->pos[0], o->dry_run ? MT_DB_READONLY : 0);
     if (!db)
         return MT_EXIT_FAIL;
     mt_db_prune_stats s;

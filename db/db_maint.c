@@ -291,6 +291,34 @@ fail:
 }
 
 mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
+                      mt_db_prune_stats *stats);
+
+/* A dry run on a read-only handle: the real prune of a private copy in
+ * memory, whose counts are the ones a prune of the file would report. */
+static mt_status prune_a_copy(mt_db *db, const char *sku, const char *keep,
+                              mt_db_prune_stats *stats)
+{
+    mt_db copy = {.path = db->path};
+    mt_status st = MT_OK;
+    sqlite3_backup *b = NULL;
+    if (sqlite3_open_v2(":memory:", &copy.h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+            SQLITE_OK ||
+        !(b = sqlite3_backup_init(copy.h, "main", db->h, "main")) ||
+        sqlite3_backup_step(b, -1) != SQLITE_DONE)
+        st = mt_db__fail(db, MT_ERR_DB, "prune --dry-run: cannot copy the database into memory: "
+                         "%s", copy.h ? sqlite3_errmsg(copy.h) : "out of memory");
+    sqlite3_backup_finish(b);
+    if (!st)
+        st = mt_db__exec(&copy, "PRAGMA foreign_keys = ON");
+    if (!st)
+        st = mt_db_prune(&copy, sku, keep, 1, stats);
+    if (st && copy.err[0])   /* "PATH: ..." of the same path */
+        mt_strlcpy(db->err, copy.err, sizeof db->err);
+    sqlite3_close_v2(copy.h);
+    return st;
+}
+
+mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
                       mt_db_prune_stats *stats)
 {
     mt_db_prune_stats local = {0};
@@ -300,6 +328,12 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
         return MT_ERR_INVALID_ARG;
     if (db->tx_depth)
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "prune inside a transaction");
+    if (db->readonly) {
+        if (!dry_run)
+            return mt_db__fail(db, MT_ERR_INVALID_ARG, "prune: the database was opened "
+                               "read-only (only a dry run can use such a handle)");
+        return prune_a_copy(db, sku, keep_template_hash, ps);
+    }
     /* Through an index that disagrees with its table, kernels in use could
      * look unused, and be deleted. */
     mt_status st = mt_db__check_destination(db, "nothing was pruned from it");

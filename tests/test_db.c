@@ -1140,6 +1140,20 @@ static void test_prune(void **state)
     assert_int_equal(ps.candidates, 1);
     assert_int_equal(count_entries(db, 0), 4);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM kernel"), 8);
+    /* A read-only handle: the same counts from a copy in memory, the file
+     * untouched; a real prune through it is refused. */
+    mt_db *ro = open_ok(path, MT_DB_READONLY);
+    mt_db_prune_stats rs;
+    CHECK_OK(ro, mt_db_prune(ro, SKU_B, NULL, 1, &rs));
+    assert_memory_equal(&rs, &ps, sizeof rs);
+    assert_int_equal(mt_db_prune(ro, SKU_B, NULL, 0, &rs), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(ro), "read-only"));
+    /* A failure inside the copy is reported on the handle. */
+    assert_int_equal(mt_db_prune(ro, NULL, "nope", 1, &rs), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(ro), "template hash 'nope'"));
+    mt_db_close(ro);
+    assert_int_equal(count_entries(db, 0), 4);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM kernel"), 8);
     CHECK_OK(db, mt_db_prune(db, SKU_B, NULL, 0, &ps));
     assert_int_equal(ps.entries, 2);
     assert_int_equal(count_entries(db, 0), 2);
