@@ -290,9 +290,6 @@ fail:
     return st;
 }
 
-mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash, int dry_run,
-                      mt_db_prune_stats *stats);
-
 /* A dry run on a read-only handle: the real prune of a private copy in
  * memory, whose counts are the ones a prune of the file would report. */
 static mt_status prune_a_copy(mt_db *db, const char *sku, const char *keep,
