@@ -103,7 +103,7 @@ static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_i
     const char *bad = !e->key.sku[0]                              ? "no SKU"
                       : e->M < 1 || e->M > MT_MAX_TOKENS          ? "M outside [1, 2^20]"
                       : !e->pipeline.backend[0]                   ? "no backend"
-                      : !(ok_time(e->time_us) && e->time_us > 0)  ? "time_us not above 0"
+                      : !(ok_time(e->time_us) && e->time_us > 0)  ? "time_us missing or not above 0"
                       : !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME)
                           ? "default_time_us negative or not finite"
                       : !ok_time(e->rel_err)                      ? "rel_err negative or not finite"

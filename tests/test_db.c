@@ -837,7 +837,7 @@ static void test_import_refuses_what_cannot_run(void **state)
         {"\"entries\"", "gemm1=mtk_", "gemm1=mtk_ghost_",
          "entries[0]: entry NVIDIA H200 M=1: its gemm1 kernel mtk_ghost_"},
         {"\"entries\"", "\"time_us\": ", "\"time_us\": 0, \"was_time_us\": ",
-         "entries[0]: entry NVIDIA H200 M=1: time_us not above 0"},
+         "entries[0]: entry NVIDIA H200 M=1: time_us missing or not above 0"},
         {"\"entries\"", "\"M\": ", "\"M\": 1099511627776, \"was_M\": ", "M outside [1, 2^20]"},
         {"\"kernels\"", "extern", "extErn", "source does not match its SHA-256"},
     };
