@@ -22,6 +22,7 @@ enum { EP_PACK = 0, EP_UNPACK, EP_COMBINE, EP_NOPS };
 static const char *const op_names[EP_NOPS] = {"pack", "unpack", "combine"};
 
 struct mt_ep {
+    int ready;                  /* created: 0 after a failed create, whose reason err keeps */
     char err[MT_RT_MSG];
     char name[32];
     mt_context *ctx;
@@ -226,9 +227,11 @@ mt_status mt_ep_create(mt_context *ctx, const mt_ep_config *cfg, const mt_expert
                        cfg->rank, mt_modular_kernel_errmsg(ep->inner));
     if ((st = load_kernels(ep)) || (st = upload_tables(ep)))
         return st;
-    return mt_ep_layout_make(&ep->p, cfg->world, ep->cap, ep->wire,
-                             mt_modular_kernel_workspace_size(ep->inner), &ep->L, ep->err,
-                             sizeof ep->err);
+    st = mt_ep_layout_make(&ep->p, cfg->world, ep->cap, ep->wire,
+                           mt_modular_kernel_workspace_size(ep->inner), &ep->L, ep->err,
+                           sizeof ep->err);
+    ep->ready = st == MT_OK;
+    return st;
 }
 
 void mt_ep_destroy(mt_ep *ep)
@@ -251,7 +254,7 @@ const char *mt_ep_name(const mt_ep *ep) { return ep ? ep->name : "(null)"; }
 mt_act_format mt_ep_format(const mt_ep *ep) { return ep ? ep->cfg.format : MT_FORMAT_COUNT_; }
 mt_ep_wire mt_ep_wire_of(const mt_ep *ep) { return ep ? ep->wire : MT_EP_WIRE_COUNT_; }
 int64_t mt_ep_capacity(const mt_ep *ep) { return ep ? ep->cap : 0; }
-size_t mt_ep_workspace_size(const mt_ep *ep) { return ep ? ep->L.total : 0; }
+size_t mt_ep_workspace_size(const mt_ep *ep) { return ep && ep->ready ? ep->L.total : 0; }
 
 void mt_ep_local_experts(const mt_ep *ep, int64_t *first, int64_t *count)
 {
@@ -282,6 +285,8 @@ static mt_status need(mt_ep *ep, const void *ptr, const char *what, int want, si
 static mt_status check_call(mt_ep *ep, int64_t M, const mt_moe_tensors *t, const void *ws,
                             size_t ws_size)
 {
+    if (!ep->ready)   /* creation failed: its reason stays the message */
+        return MT_ERR_INVALID_ARG;
     if (!t)
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG, "the tensors are NULL");
     if (M < 0 || M > ep->p.M)
@@ -483,7 +488,7 @@ mt_status mt_ep_run(mt_ep *ep, int64_t M, const mt_moe_tensors *t, void *workspa
 
 mt_status mt_ep_read_error(mt_ep *ep, int64_t M, const void *workspace)
 {
-    if (!ep)
+    if (!ep || !ep->ready)
         return MT_ERR_INVALID_ARG;
     if (!workspace)
         return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG, "workspace is NULL");

@@ -22,6 +22,7 @@
 #define RT_MAX_BUCKETS 24
 
 struct mt_modular_kernel {
+    int ready;   /* created: 0 after a failed create, whose reason err keeps */
     char err[MT_RT_MSG];
     mt_context *ctx;
     mt_problem p;               /* M = max M; format and capacity set */
@@ -279,6 +280,7 @@ mt_status mt_modular_kernel_create(mt_context *ctx, const mt_prepare_finalize *p
     else
         st = create_locked(mk);
     pthread_mutex_unlock(&ctx->lock);
+    mk->ready = st == MT_OK;
     if (st)
         mt_rt_log(ctx, MT_LOG_WARN, "moetune: composing %s with %s failed: %s",
                   mt_prepare_finalize_name(pf), mt_experts_name(ex), mk->err);
@@ -301,17 +303,32 @@ const char *mt_modular_kernel_errmsg(const mt_modular_kernel *mk)
 
 size_t mt_modular_kernel_workspace_size(const mt_modular_kernel *mk)
 {
-    return mk ? mk->ws_size : 0;
+    return mk && mk->ready ? mk->ws_size : 0;
 }
 
-int64_t mt_modular_kernel_max_m(const mt_modular_kernel *mk) { return mk ? mk->p.M : 0; }
+int64_t mt_modular_kernel_max_m(const mt_modular_kernel *mk) { return mk && mk->ready ? mk->p.M : 0; }
 
-mt_status mt_modular_kernel_lookup(const mt_modular_kernel *mk, int64_t M, mt_lookup_info *info)
+/* Calls on a kernel whose creation failed return MT_ERR_INVALID_ARG and
+ * leave its message, the reason, as it is. */
+#define REQUIRE_READY(mk)                                                                  \
+    do {                                                                                   \
+        if (!(mk))                                                                         \
+            return MT_ERR_INVALID_ARG;                                                     \
+        if (!(mk)->ready)                                                                  \
+            return MT_ERR_INVALID_ARG;                                                     \
+    } while (0)
+
+mt_status mt_modular_kernel_lookup(const mt_modular_kernel *cmk, int64_t M, mt_lookup_info *info)
 {
-    if (!mk || !info || mk->nbuckets == 0)
-        return MT_ERR_INVALID_ARG;
+    /* The message buffer is the handle's scratch, const or not (the
+     * handle is the library's own allocation). */
+    mt_modular_kernel *mk = (mt_modular_kernel *)cmk;
+    REQUIRE_READY(mk);
+    if (!info)
+        return mt_errf(mk->err, sizeof mk->err, MT_ERR_INVALID_ARG, "lookup: info is NULL");
     if (M < 1 || M > mk->p.M)
-        return MT_ERR_SHAPE;
+        return mt_errf(mk->err, sizeof mk->err, MT_ERR_SHAPE, "lookup: M=%lld is outside [1, %lld]",
+                       (long long)M, (long long)mk->p.M);
     *info = mk->info[bucket_of(mk, M)];
     return MT_OK;
 }
@@ -416,8 +433,7 @@ fail:
 mt_status mt_modular_kernel_run(mt_modular_kernel *mk, int64_t M, const mt_moe_tensors *t,
                                 void *workspace, size_t workspace_size, CUstream stream)
 {
-    if (!mk)
-        return MT_ERR_INVALID_ARG;
+    REQUIRE_READY(mk);
     mt_status st = check_args(mk, M, t, workspace, workspace_size);
     if (st || M == 0)
         return st;
@@ -442,8 +458,7 @@ mt_status mt_modular_kernel_run(mt_modular_kernel *mk, int64_t M, const mt_moe_t
 
 mt_status mt_modular_kernel_read_error(mt_modular_kernel *mk, int64_t M, const void *workspace)
 {
-    if (!mk)
-        return MT_ERR_INVALID_ARG;
+    REQUIRE_READY(mk);
     if (!workspace)
         return mt_errf(mk->err, sizeof mk->err, MT_ERR_INVALID_ARG, "workspace is NULL");
     if (M < 0 || M > mk->p.M)

@@ -436,6 +436,14 @@ static void test_create_without_gpu(void **state)
     assert_non_null(ep);
     assert_true(strstr(mt_ep_errmsg(ep), "context") != NULL);
     assert_int_equal(mt_ep_workspace_size(ep), 0);
+    /* It refuses calls (it once dereferenced its missing kernels), and its
+     * message stays the reason. */
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    char buf[256];
+    assert_int_equal(mt_ep_run(ep, 1, &t, buf, sizeof buf, NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_ep_read_error(ep, 1, buf), MT_ERR_INVALID_ARG);
+    assert_true(strstr(mt_ep_errmsg(ep), "context") != NULL);
     mt_ep_destroy(ep);
     mt_ep_destroy(NULL);
     assert_non_null(mt_ep_errmsg(NULL));

@@ -118,7 +118,9 @@ mt_status mt_ep_check(const mt_ep_config *cfg, const mt_experts *ex, const mt_pr
  * loads NCCL, composes the local experts (an inner modular kernel for
  * world * capacity tokens) and loads the pack/unpack/combine kernels;
  * allocates a few small device tables (the expert maps). *out is set even
- * on failure (unless MT_ERR_NO_MEMORY): read mt_ep_errmsg, then destroy.
+ * on failure (unless MT_ERR_NO_MEMORY): read mt_ep_errmsg, then destroy;
+ * until then it refuses every call (MT_ERR_INVALID_ARG, the message still
+ * the reason; workspace size 0).
  * Errors: those of mt_ep_check and mt_modular_kernel_create,
  * MT_ERR_UNSUPPORTED (NCCL not found), MT_ERR_CUDA.
  */

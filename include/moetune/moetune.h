@@ -180,7 +180,9 @@ typedef struct mt_modular_kernel mt_modular_kernel;
  * image), so calls never compile, allocate or touch a database. pf and ex
  * are only read during the call (they may be destroyed afterwards).
  * *out is set even on failure (unless MT_ERR_NO_MEMORY); read the reason
- * with mt_modular_kernel_errmsg, then destroy it.
+ * with mt_modular_kernel_errmsg, then destroy it. Such a kernel refuses
+ * every call (run, read_error, lookup: MT_ERR_INVALID_ARG, its message
+ * still the reason; workspace size and max M 0).
  * Errors: MT_ERR_INCOMPATIBLE (see mt_compose_check), the problem's
  * validation status, MT_ERR_NOT_FOUND (no kernel and no_defaults),
  * MT_ERR_NVRTC, MT_ERR_CUDA, MT_ERR_CUBLAS, MT_ERR_INVALID_ARG.
