@@ -369,6 +369,10 @@ static mt_status check_args(mt_modular_kernel *mk, int64_t M, const mt_moe_tenso
         (st = check_ptr(mk, t->expert_num_tokens, "expert_num_tokens", 0, 1)) ||
         (!wq && (st = check_ptr(mk, t->w1_scale, "w1_scale", 0, 1))) ||
         (!wq && (st = check_ptr(mk, t->w2_scale, "w2_scale", 0, 1))) ||
+        (st = check_ptr(mk, t->w1_zero, "w1_zero", p->quant.has_zero_point, 1)) ||
+        (st = check_ptr(mk, t->w2_zero, "w2_zero", p->quant.has_zero_point, 1)) ||
+        (st = check_ptr(mk, t->a1_scale, "a1_scale", p->quant.static_act_scale, 4)) ||
+        (st = check_ptr(mk, t->a2_scale, "a2_scale", p->quant.static_act_scale, 4)) ||
         (st = check_ptr(mk, ws, "workspace", 1, 256)))
         return st;
     if (ws_size < mk->ws_size)
