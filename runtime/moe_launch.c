@@ -216,6 +216,16 @@ static const char *quant_gran(mt_quant_mode q)
     }
 }
 
+mt_status mt_moe_quant_shape_ok(const mt_problem *p, char *msg, size_t msg_size)
+{
+    const mt_quant_mode q = p->quant.mode;
+    if (mt_quant_is_w8a8(q) && (p->K % 16 || p->N % 16))
+        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
+                       "quant mode %s needs K and N to be multiples of 16 (K=%lld, N=%lld)",
+                       mt_quant_mode_name(q), (long long)p->K, (long long)p->N);
+    return MT_OK;
+}
+
 mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *msg,
                                  size_t msg_size)
 {
@@ -225,11 +235,7 @@ mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *ms
                        "quant mode %s needs fp8 tensor cores (sm_89 or newer); the kernels are "
                        "for %s",
                        mt_quant_mode_name(q), arch ? arch : "(no arch)");
-    if (mt_quant_is_w8a8(q) && (p->K % 16 || p->N % 16))
-        return mt_errf(msg, msg_size, MT_ERR_ALIGNMENT,
-                       "quant mode %s needs K and N to be multiples of 16 (K=%lld, N=%lld)",
-                       mt_quant_mode_name(q), (long long)p->K, (long long)p->N);
-    return MT_OK;
+    return mt_moe_quant_shape_ok(p, msg, msg_size);
 }
 
 /* Compare a variant parameter with the value the problem needs. */

@@ -75,6 +75,8 @@ typedef struct mt_moe_plan {
  * of 16 (8-bit rows must be whole 16-byte chunks); MT_OK otherwise. */
 mt_status mt_moe_quant_supported(const mt_problem *p, const char *arch, char *msg,
                                  size_t msg_size);
+/* Its shape part alone, which needs no arch (mt_compose_check). */
+mt_status mt_moe_quant_shape_ok(const mt_problem *p, char *msg, size_t msg_size);
 
 /* Does the plan fit the problem? Checks mt_moe_quant_supported for gemm1's
  * arch, that every needed step is present, that the kernels' dtype/format/

@@ -162,5 +162,6 @@ mt_status mt_compose_check(const mt_prepare_finalize *pf, const mt_experts *ex,
                        "experts '%s' do not take quant mode %s (they take: %s)",
                        pn, en, en, mode, can);
     }
-    return MT_OK;
+    /* The mode's needs of this shape, before any kernel is loaded. */
+    return mt_moe_quant_shape_ok(&q, msg, msg_size);
 }

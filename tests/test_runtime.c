@@ -168,6 +168,14 @@ static void test_composition_rules(void **state)
     assert_non_null(strstr(msg, "bad problem"));
     assert_int_equal(mt_compose_check(NULL, ex, &p, msg, sizeof msg), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(msg, "prepare/finalize"));
+    /* A valid problem whose 8-bit rows are not whole 16-byte chunks: the
+     * mode's need, said before any kernel is loaded (it once surfaced only
+     * from creation, after compiling). */
+    mt_problem_init(&p, 64, 8, 2, 264, 128);
+    p.quant.mode = MT_QUANT_FP8_BLOCK;
+    assert_int_equal(mt_problem_validate(&p, msg, sizeof msg), MT_OK);
+    assert_int_equal(mt_compose_check(pf, ex, &p, msg, sizeof msg), MT_ERR_ALIGNMENT);
+    assert_non_null(strstr(msg, "multiples of 16 (K=264"));
     /* The batched capacity defaults to M. */
     mt_problem q;
     mt_problem_init(&p, 64, 8, 2, 128, 128);

@@ -157,7 +157,8 @@ int mt_experts_accepts(const mt_experts *ex, mt_quant_mode q);
 /*
  * Can pf and ex serve problem p? MT_OK, or MT_ERR_INCOMPATIBLE with a
  * message naming both objects and the mismatch (format, or a quant mode one
- * side does not take), or the problem's validation status. p->format is
+ * side does not take), MT_ERR_ALIGNMENT for a w8a8 mode whose K or N is not
+ * a multiple of 16, or the problem's validation status. p->format is
  * ignored (the prepare/finalize decides it). No GPU needed. msg: host
  * buffer or NULL.
  */
