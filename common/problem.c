@@ -42,41 +42,21 @@ const char *mt_quant_mode_name(mt_quant_mode q) { return name_of(quant_names, MT
 const char *mt_act_format_name(mt_act_format f) { return name_of(format_names, MT_FORMAT_COUNT_, (int)f); }
 const char *mt_activation_name(mt_activation a) { return name_of(act_names, MT_ACT_COUNT_, (int)a); }
 
-mt_status mt_dtype_parse(const char *s, mt_dtype *out)
-{
-    int v;
-    mt_status st = parse_name(dtype_names, MT_DTYPE_COUNT_, s, &v);
-    if (!st)
-        *out = (mt_dtype)v;
-    return st;
-}
-
-mt_status mt_quant_mode_parse(const char *s, mt_quant_mode *out)
-{
-    int v;
-    mt_status st = parse_name(quant_names, MT_QUANT_COUNT_, s, &v);
-    if (!st)
-        *out = (mt_quant_mode)v;
-    return st;
-}
-
-mt_status mt_act_format_parse(const char *s, mt_act_format *out)
-{
-    int v;
-    mt_status st = parse_name(format_names, MT_FORMAT_COUNT_, s, &v);
-    if (!st)
-        *out = (mt_act_format)v;
-    return st;
-}
-
-mt_status mt_activation_parse(const char *s, mt_activation *out)
-{
-    int v;
-    mt_status st = parse_name(act_names, MT_ACT_COUNT_, s, &v);
-    if (!st)
-        *out = (mt_activation)v;
-    return st;
-}
+/* The parsers of the four enums: name -> value, MT_ERR_INVALID_ARG for an
+ * unknown name or a NULL argument. */
+#define DEFINE_PARSE(fn, type, names, count)                                     \
+    mt_status fn(const char *s, type *out)                                       \
+    {                                                                            \
+        int v;                                                                   \
+        mt_status st = out ? parse_name(names, count, s, &v) : MT_ERR_INVALID_ARG; \
+        if (!st)                                                                 \
+            *out = (type)v;                                                      \
+        return st;                                                               \
+    }
+DEFINE_PARSE(mt_dtype_parse, mt_dtype, dtype_names, MT_DTYPE_COUNT_)
+DEFINE_PARSE(mt_quant_mode_parse, mt_quant_mode, quant_names, MT_QUANT_COUNT_)
+DEFINE_PARSE(mt_act_format_parse, mt_act_format, format_names, MT_FORMAT_COUNT_)
+DEFINE_PARSE(mt_activation_parse, mt_activation, act_names, MT_ACT_COUNT_)
 
 size_t mt_dtype_size(mt_dtype dt)
 {
@@ -91,6 +71,8 @@ size_t mt_dtype_size(mt_dtype dt)
 
 void mt_problem_init(mt_problem *p, int64_t M, int64_t E, int64_t topk, int64_t K, int64_t N)
 {
+    if (!p)
+        return;
     memset(p, 0, sizeof *p);
     p->M = M;
     p->E = E;
@@ -136,6 +118,8 @@ mt_dtype mt_quant_act_dtype(mt_quant_mode q)
 
 mt_dtype mt_quant_weight_dtype(const mt_quant_config *q, mt_dtype elem)
 {
+    if (!q)
+        return elem;
     if (mt_quant_is_w8a8(q->mode))
         return mt_quant_act_dtype(q->mode);
     if (q->mode == MT_QUANT_W8A16)
@@ -149,6 +133,8 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t mt_problem_weight_bytes(const mt_problem *p, int second)
 {
+    if (!p)
+        return 0;
     /* One expert's matrix is rows x cols, reduced over cols. */
     int64_t rows = second ? p->K : 2 * p->N, cols = second ? p->N : p->K;
     const mt_quant_config *q = &p->quant;
@@ -272,7 +258,7 @@ const char *mt_routing_name(mt_routing r)
 
 mt_status mt_routing_parse(const char *s, mt_routing *out)
 {
-    for (int i = 0; s && i < MT_ROUTING_COUNT_; i++)
+    for (int i = 0; s && out && i < MT_ROUTING_COUNT_; i++)
         if (strcmp(s, mt_routing_name((mt_routing)i)) == 0) {
             *out = (mt_routing)i;
             return MT_OK;

@@ -48,6 +48,15 @@ static void test_name_round_trips(void **state)
     assert_int_equal(mt_quant_mode_parse("fp8", &q), MT_ERR_INVALID_ARG);
     assert_int_equal(mt_act_format_parse("", &f), MT_ERR_INVALID_ARG);
     assert_int_equal(mt_activation_parse("relu", &a), MT_ERR_INVALID_ARG);
+    /* A NULL result pointer is refused, not written through. */
+    assert_int_equal(mt_dtype_parse("bf16", NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_quant_mode_parse("fp8-block", NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_act_format_parse("standard", NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_activation_parse("silu", NULL), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_routing_parse("uniform", NULL), MT_ERR_INVALID_ARG);
+    mt_problem_init(NULL, 1, 8, 2, 128, 128);
+    assert_int_equal(mt_problem_weight_bytes(NULL, 0), 0);
+    assert_int_equal(mt_quant_weight_dtype(NULL, MT_DTYPE_BF16), MT_DTYPE_BF16);
 }
 
 static void test_dtype_helpers(void **state)
