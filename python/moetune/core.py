@@ -44,6 +44,20 @@ def status_str(status):
         return "unknown status %d" % int(status)
 
 
+def _int(value, what, lo=-(1 << 63), hi=(1 << 63) - 1):
+    """value as an int in [lo, hi] (ctypes would wrap anything outside
+    silently: 2**64 + 16 would read 16)."""
+    try:
+        v = int(value)
+    except (ValueError, TypeError):
+        raise InvalidArgumentError("%s must be an integer, not %r" % (what, value)) from None
+    if isinstance(value, float) and v != value:
+        raise InvalidArgumentError("%s must be an integer, not %r" % (what, value))
+    if not lo <= v <= hi:
+        raise InvalidArgumentError("%s=%d is outside [%d, %d]" % (what, v, lo, hi))
+    return v
+
+
 def _enum(value, enum_cls, what):
     """Accept an enum member, its int, or its name ("batched", "fp8-block")."""
     if isinstance(value, str):
@@ -91,17 +105,18 @@ class Problem:
 
     def to_c(self):
         p = _lib.mt_problem()
-        p.M, p.E, p.topk, p.K, p.N = (int(self.M), int(self.E), int(self.topk), int(self.K),
-                                      int(self.N))
-        p.dtype = int(self.dtype)
-        p.topk_ids_dtype = int(self.topk_ids_dtype)
+        p.M, p.E, p.topk, p.K, p.N = (_int(self.M, "M"), _int(self.E, "E"),
+                                      _int(self.topk, "topk"), _int(self.K, "K"),
+                                      _int(self.N, "N"))
+        p.dtype = int(_enum(self.dtype, DType, "dtype"))
+        p.topk_ids_dtype = int(_enum(self.topk_ids_dtype, DType, "topk_ids_dtype"))
         p.quant = as_quant_config(self.quant).to_c()
         p.format = int(_enum(self.format, ActFormat, "format"))
         p.activation = int(_enum(self.activation, Activation, "activation"))
         p.has_expert_map = int(bool(self.has_expert_map))
-        p.local_E = int(self.E if self.local_E is None else self.local_E)
+        p.local_E = _int(self.E if self.local_E is None else self.local_E, "local_E")
         p.apply_router_weight_on_input = int(bool(self.apply_router_weight_on_input))
-        p.max_tokens = int(self.max_tokens)
+        p.max_tokens = _int(self.max_tokens, "max_tokens")
         return p
 
     def validate(self):
@@ -146,7 +161,7 @@ class Context:
                  no_defaults=False):
         L = lib()
         self._h = None
-        self.device = int(device)
+        self.device = _int(device, "device (a CUDA device ordinal)", 0, (1 << 31) - 1)
         self.system_db = os.fspath(system_db) if system_db else None
         self.user_db = os.fspath(user_db) if user_db else None
         cfg = _lib.mt_context_config()
@@ -290,6 +305,11 @@ class Experts(_Described):
 def compose_check(pf, experts, problem):
     """Can pf and experts serve problem? Raises IncompatibleError (naming both
     objects and the mismatch) or the problem's validation error. No GPU."""
+    for obj, cls, what in ((pf, PrepareFinalize, "pf"), (experts, Experts, "experts"),
+                           (problem, Problem, "problem")):
+        if not isinstance(obj, cls):
+            raise InvalidArgumentError("%s must be a %s, not %s" % (what, cls.__name__,
+                                                                    type(obj).__name__))
     buf = ctypes.create_string_buffer(_MSG_SIZE)
     p = problem.to_c()
     st = lib().mt_compose_check(pf.handle, experts.handle, ctypes.byref(p), buf, _MSG_SIZE)
@@ -405,7 +425,8 @@ class ModularKernel:
             raise InvalidArgumentError("tensors must be an mt_moe_tensors or a dict")
         if workspace_size is None:
             workspace_size = self._ws_size
-        st = self._run(self.handle, int(M), ctypes.byref(t), _ptr(workspace), workspace_size,
+        st = self._run(self.handle, _int(M, "M"), ctypes.byref(t), _ptr(workspace),
+                       _int(workspace_size, "workspace_size", 0, (1 << 64) - 1),
                        stream_handle(stream))
         if st:
             _raise(st, self.errmsg())
@@ -413,14 +434,14 @@ class ModularKernel:
     def read_error(self, M, workspace):
         """After the last call's stream completed: raise DeviceCheckError when a
         device-side check fired (a topk id out of range...). Synchronous."""
-        st = lib().mt_modular_kernel_read_error(self.handle, int(M), _ptr(workspace))
+        st = lib().mt_modular_kernel_read_error(self.handle, _int(M, "M"), _ptr(workspace))
         if st:
             _raise(st, self.errmsg())
 
     def lookup(self, M):
         """LookupInfo of a call with M tokens (1 <= M <= max_m)."""
         li = _lib.mt_lookup_info()
-        st = lib().mt_modular_kernel_lookup(self.handle, int(M), ctypes.byref(li))
+        st = lib().mt_modular_kernel_lookup(self.handle, _int(M, "M"), ctypes.byref(li))
         if st:
             _raise(st, self.errmsg())
         return LookupInfo(source=cstr(lib().mt_lookup_source_name(li.source)),

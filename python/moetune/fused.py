@@ -341,7 +341,10 @@ def _activation(a):
         if a in ("gelu", "gelu_erf", "geglu"):
             return Activation.GELU
         raise InvalidArgumentError("activation %r: moetune has silu and gelu" % a)
-    return Activation(int(a))
+    try:
+        return Activation(int(a))
+    except (ValueError, TypeError):
+        raise InvalidArgumentError("activation %r: moetune has silu and gelu" % (a,)) from None
 
 
 def fused_experts(hidden, w1, w2, topk_weights, topk_ids, *, activation="silu", quant=None,

@@ -50,6 +50,14 @@ def test_compose_check():
     bad = moetune.Problem(M=64, E=8, topk=2, K=250, N=128)
     with pytest.raises(moetune.AlignmentError):
         moetune.compose_check(pf, ex, bad)
+    # A valid shape whose 8-bit rows are not whole 16-byte chunks.
+    p8 = moetune.Problem(M=64, E=8, topk=2, K=264, N=128, quant=QuantConfig.fp8_block())
+    p8.validate()
+    with pytest.raises(moetune.AlignmentError, match="multiples of 16"):
+        moetune.compose_check(pf, ex, p8)
+    # Not the objects it takes: its own error, not an AttributeError.
+    with pytest.raises(moetune.InvalidArgumentError, match="pf must be a PrepareFinalize"):
+        moetune.compose_check(None, ex, p)
 
 
 def test_quant_config_constructors():
@@ -101,3 +109,12 @@ def test_problem_to_c_round_trip():
     assert (c.quant.mode, c.quant.group_size, c.quant.has_zero_point) == (QuantMode.W4A16, 32, 1)
     assert c.has_expert_map == 1 and c.apply_router_weight_on_input == 1
     p.validate()
+    # Names are taken for the enums; integers ctypes would wrap are refused.
+    assert moetune.Problem(M=3, E=16, topk=4, K=128, N=64, dtype="fp16").to_c().dtype == \
+        moetune.DType.FP16
+    for bad in (dict(M=2**64 + 16), dict(E=-2**63 - 1), dict(K="big"), dict(N=64.5),
+                dict(dtype="bfloat17")):
+        fields = dict(M=3, E=16, topk=4, K=128, N=64)
+        fields.update(bad)
+        with pytest.raises(moetune.InvalidArgumentError):
+            moetune.Problem(**fields).to_c()
