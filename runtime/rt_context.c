@@ -242,8 +242,15 @@ static mt_status prepare_job(mt_context *ctx, mt_db *db, const char *arch, const
         }
     }
     if (st == MT_ERR_NOT_FOUND) {
-        if ((st = mt_rt_default_get(name, &j->v, &j->source, msg, msg_size)))
+        if ((st = mt_rt_default_get(name, &j->v, &j->source, msg, msg_size))) {
+            /* A tuned entry named it: the database lacks what it refers to. */
+            if (db && st == MT_ERR_NOT_FOUND)
+                return mt_errf(msg, msg_size, MT_ERR_DB, "kernel %s (%s), named by a tuned "
+                               "entry of %s, is neither in that database nor among the built-in "
+                               "defaults (`moetune db verify` names such entries)",
+                               name, arch, mt_db_path(db));
             return st;
+        }
         mt_strlcpy(j->origin_buf, "built-in defaults", sizeof j->origin_buf);
         mt_rt_log(ctx, MT_LOG_DEBUG, "moetune: compiling built-in %s for %s", name, ctx->arch);
     }

@@ -119,7 +119,9 @@ mt_status mt_rt_compose_problem(const mt_prepare_finalize *pf, const mt_problem 
 {
     *out = *p;
     out->format = pf->format;
-    if (out->format == MT_FORMAT_BATCHED && out->max_tokens < 1)
+    /* The batched capacity: 0 means M; a negative one is refused below
+     * (mt_problem_validate). */
+    if (out->format == MT_FORMAT_BATCHED && out->max_tokens == 0)
         out->max_tokens = out->M > 0 ? out->M : 1;
     mt_status st = mt_problem_validate(out, msg, msg_size);
     if (st) {

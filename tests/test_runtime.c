@@ -184,6 +184,11 @@ static void test_composition_rules(void **state)
     assert_int_equal(mt_rt_compose_problem(bpf, &p, &q, msg, sizeof msg), MT_OK);
     assert_int_equal(q.format, MT_FORMAT_BATCHED);
     assert_int_equal(q.max_tokens, 64);
+    /* ... when it is 0; a negative one is refused, not taken as M. */
+    p.max_tokens = -1;
+    assert_int_equal(mt_rt_compose_problem(bpf, &p, &q, msg, sizeof msg), MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "max_tokens=-1"));
+    p.max_tokens = 0;
     mt_prepare_finalize_destroy(bpf);
     mt_experts_destroy(ex);
     mt_prepare_finalize_destroy(pf);

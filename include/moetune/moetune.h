@@ -186,6 +186,7 @@ typedef struct mt_modular_kernel mt_modular_kernel;
  * still the reason; workspace size and max M 0).
  * Errors: MT_ERR_INCOMPATIBLE (see mt_compose_check), the problem's
  * validation status, MT_ERR_NOT_FOUND (no kernel and no_defaults),
+ * MT_ERR_DB (a tuned entry names a kernel its database lacks),
  * MT_ERR_NVRTC, MT_ERR_CUDA, MT_ERR_CUBLAS, MT_ERR_INVALID_ARG.
  */
 mt_status mt_modular_kernel_create(mt_context *ctx, const mt_prepare_finalize *pf,
