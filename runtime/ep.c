@@ -95,7 +95,10 @@ mt_status mt_ep_comms_create_local(int n, const int *devices, void **comms, char
 {
     if (n < 1 || n > MT_EP_MAX_RANKS || !devices || !comms)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "bad arguments (n=%d)", n);
-    mt_status st = mt_nccl_load(msg, msg_size);
+    /* No driver or no GPU: say so (NCCL only says "unhandled cuda error"). */
+    mt_status st = mt_cuda_load(msg, msg_size);
+    if (!st)
+        st = mt_nccl_load(msg, msg_size);
     if (st)
         return st;
     ncclComm_t c[MT_EP_MAX_RANKS];

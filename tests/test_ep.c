@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tests/support.h"
+#include "common/cuda_driver.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,6 +454,16 @@ static void test_create_without_gpu(void **state)
     void *comms[2];
     char msg[256];
     assert_int_equal(mt_ep_comms_create_local(0, NULL, comms, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    /* Without a driver or a GPU the status says which (it was NCCL's
+     * "unhandled cuda error"); on a GPU machine this is a real call, left
+     * to gpu_ep. */
+    char probe[256];
+    const mt_status drv = mt_cuda_load(probe, sizeof probe);
+    if (drv == MT_ERR_NO_DRIVER || drv == MT_ERR_NO_DEVICE) {
+        const int devices[1] = {0};
+        assert_int_equal(mt_ep_comms_create_local(1, devices, comms, msg, sizeof msg), drv);
+        assert_string_equal(msg, probe);
+    }
     mt_ep_comm_destroy(NULL);
     mt_experts_destroy(ex);
 }
