@@ -257,7 +257,8 @@ typedef struct mt_lookup_info {
 
 /* Which kernels a call with M tokens uses and where they came from (the
  * answer is cached at creation; nothing is looked up here). *info: host.
- * Errors: MT_ERR_INVALID_ARG, MT_ERR_SHAPE (M outside [1, max M]). */
+ * Errors: MT_ERR_INVALID_ARG, MT_ERR_SHAPE (M outside [1, max M]), with a
+ * message on mk as every other call's (a failed creation's kept as is). */
 mt_status mt_modular_kernel_lookup(const mt_modular_kernel *mk, int64_t M,
                                    mt_lookup_info *info /* out */);
 

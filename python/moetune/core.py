@@ -11,6 +11,7 @@ May call: _lib, errors, quant, tensors. Called by: fused, user code.
 """
 import ctypes
 import dataclasses
+import operator
 import os
 import threading
 
@@ -48,11 +49,9 @@ def _int(value, what, lo=-(1 << 63), hi=(1 << 63) - 1):
     """value as an int in [lo, hi] (ctypes would wrap anything outside
     silently: 2**64 + 16 would read 16)."""
     try:
-        v = int(value)
-    except (ValueError, TypeError):
+        v = operator.index(value)   # ints and integer-like (numpy) only
+    except TypeError:
         raise InvalidArgumentError("%s must be an integer, not %r" % (what, value)) from None
-    if isinstance(value, float) and v != value:
-        raise InvalidArgumentError("%s must be an integer, not %r" % (what, value))
     if not lo <= v <= hi:
         raise InvalidArgumentError("%s=%d is outside [%d, %d]" % (what, v, lo, hi))
     return v

@@ -112,7 +112,7 @@ def test_problem_to_c_round_trip():
     # Names are taken for the enums; integers ctypes would wrap are refused.
     assert moetune.Problem(M=3, E=16, topk=4, K=128, N=64, dtype="fp16").to_c().dtype == \
         moetune.DType.FP16
-    for bad in (dict(M=2**64 + 16), dict(E=-2**63 - 1), dict(K="big"), dict(N=64.5),
+    for bad in (dict(M=2**64 + 16), dict(E=-2**63 - 1), dict(K="big"), dict(K="128"), dict(N=64.5),
                 dict(dtype="bfloat17")):
         fields = dict(M=3, E=16, topk=4, K=128, N=64)
         fields.update(bad)

@@ -561,6 +561,27 @@ static void test_shipped_database(void **state)
         mt_context_destroy(ctx);
         return;
     }
+    /* A creation that fails inside (no entry for this shape, and no
+     * defaults to fall back on): the kernel refuses every call, its
+     * message still the reason (such kernels once ran, or crashed). */
+    {
+        mt_problem miss;
+        mt_problem_init(&miss, 64, 8, 2, 256, 128);
+        mt_modular_kernel *bad = NULL;
+        char dbad[300], reason[512], wbuf[512];
+        const mt_status bst = make_mk(ctx, &combos[0], &miss, &bad, dbad, sizeof dbad);
+        mt_strlcpy(reason, mt_modular_kernel_errmsg(bad), sizeof reason);
+        mt_moe_tensors none;
+        memset(&none, 0, sizeof none);
+        mt_lookup_info li;
+        report(bst != MT_OK && mt_modular_kernel_lookup(bad, 1, &li) == MT_ERR_INVALID_ARG &&
+                   mt_modular_kernel_run(bad, 1, &none, wbuf, sizeof wbuf, NULL) == MT_ERR_INVALID_ARG &&
+                   mt_modular_kernel_read_error(bad, 1, wbuf) == MT_ERR_INVALID_ARG &&
+                   mt_modular_kernel_workspace_size(bad) == 0 &&
+                   !strcmp(reason, mt_modular_kernel_errmsg(bad)),
+               "a kernel whose creation failed refuses every call", reason);
+        mt_modular_kernel_destroy(bad);
+    }
     mt_problem p;
     mt_problem_init(&p, 4096, 128, 8, 2048, 768);   /* Qwen3-30B-A3B, as tuned */
     mt_modular_kernel *mk = NULL;
