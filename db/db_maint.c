@@ -58,29 +58,39 @@ static mt_status verify_pragma_rows(verify_ctx *v, const char *sql, const char *
     return MT_OK;
 }
 
-/* The kernel table's statement missing_kernel steps with. */
+/* The kernel table's statement kernel_present asks with. */
 #define FIND_KERNEL_SQL "SELECT 1 FROM kernel WHERE name = ? AND arch = ?"
 
+/* Does the database hold kernel name for arch? find: FIND_KERNEL_SQL,
+ * prepared by the caller. */
+static mt_status kernel_present(mt_db *db, sqlite3_stmt *find, const char *name, const char *arch,
+                                int *present)
+{
+    mt_status st = MT_OK;
+    sqlite3_reset(find);
+    mt_db__bind_text(find, 1, name);
+    mt_db__bind_text(find, 2, arch);
+    int rc = sqlite3_step(find);
+    DB_CHECK(db, rc, "find kernel");
+    *present = rc == SQLITE_ROW;
+fail:
+    return st;
+}
+
 /* The first step of p from step `from` on whose kernel the database lacks
- * (library steps need none) into *missing, or -1 when it has them all;
- * find: FIND_KERNEL_SQL, prepared by the caller. */
+ * (library steps need none) into *missing, or -1 when it has them all. */
 static mt_status missing_kernel(mt_db *db, sqlite3_stmt *find, const mt_db_pipeline *p, int from,
                                 int *missing)
 {
     mt_status st = MT_OK;
     *missing = -1;
-    for (int i = from; i < p->nsteps && *missing < 0; i++) {
-        if (strcmp(p->steps[i].kernel, MT_DB_LIBRARY_KERNEL) == 0)
-            continue;
-        sqlite3_reset(find);
-        mt_db__bind_text(find, 1, p->steps[i].kernel);
-        mt_db__bind_text(find, 2, p->arch);
-        int rc = sqlite3_step(find);
-        DB_CHECK(db, rc, "find kernel");
-        if (rc != SQLITE_ROW)
+    for (int i = from; i < p->nsteps && *missing < 0 && !st; i++) {
+        int present = 1;
+        if (strcmp(p->steps[i].kernel, MT_DB_LIBRARY_KERNEL) != 0)
+            st = kernel_present(db, find, p->steps[i].kernel, p->arch, &present);
+        if (!present)
             *missing = i;
     }
-fail:
     return st;
 }
 
@@ -415,13 +425,10 @@ mt_status mt_db__merge_kernel(mt_db__merger *m, const mt_db_kernel *k)
         st = merger_find_kernel(m, &find);
     if (st)
         return st;
-    mt_db_pipeline one = {.nsteps = 1};
-    mt_strlcpy(one.arch, k->variant.arch, sizeof one.arch);
-    mt_strlcpy(one.steps[0].kernel, k->variant.name, sizeof one.steps[0].kernel);
-    int missing;
-    if ((st = missing_kernel(m->db, find, &one, 0, &missing)))
+    int present = 0;
+    if ((st = kernel_present(m->db, find, k->variant.name, k->variant.arch, &present)))
         return st;
-    if (missing < 0) {
+    if (present) {
         m->stats.kernels_present++;   /* the destination's own copy is kept */
     } else {
         st = mt_db_put_kernel(m->db, k);

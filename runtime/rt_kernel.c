@@ -312,9 +312,7 @@ int64_t mt_modular_kernel_max_m(const mt_modular_kernel *mk) { return mk && mk->
  * leave its message, the reason, as it is. */
 #define REQUIRE_READY(mk)                                                                  \
     do {                                                                                   \
-        if (!(mk))                                                                         \
-            return MT_ERR_INVALID_ARG;                                                     \
-        if (!(mk)->ready)                                                                  \
+        if (!(mk) || !(mk)->ready)                                                         \
             return MT_ERR_INVALID_ARG;                                                     \
     } while (0)
 
