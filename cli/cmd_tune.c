@@ -81,6 +81,12 @@ static void usage(FILE *f)
             "                        candidate log is forgotten, the stored pipeline is\n"
             "                        timed again with the new candidates and the run's\n"
             "                        winner replaces it\n"
+            "  --retime              --retune without a search: at an M the database has\n"
+            "                        tuned, time only its stored pipelines (this M's and its\n"
+            "                        neighbours', made from these templates) and the\n"
+            "                        default, each checked first, and store the fastest;\n"
+            "                        after a template change that keeps what each kernel\n"
+            "                        does (other M: the full search)\n"
             "  --atomic-sums         also time GEMM2 tiles that add each token's slots into\n"
             "                        the output by fp32 atomics (epilogue \"sum\"; not\n"
             "                        bitwise reproducible run to run, so off by default)\n"
@@ -121,6 +127,10 @@ int mt_cmd_tune(int argc, char **argv)
         }
         if (!strcmp(a, "--retune")) {
             o.retune = 1;
+            continue;
+        }
+        if (!strcmp(a, "--retime")) {
+            o.retime = 1;
             continue;
         }
         if (!strcmp(a, "--atomic-sums")) {

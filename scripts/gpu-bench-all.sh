@@ -31,7 +31,8 @@
 # MT_TUNE_POINTS="name:M,M name:M ..." tunes only those problems, each at
 # its own M (in place of MT_TUNE_M). MT_TUNE_RETUNE=1 passes --retune: M
 # already tuned in the database are tuned again, their stored pipelines
-# timed with the new candidates.
+# timed with the new candidates; MT_TUNE_RETIME=1 passes --retime (the
+# stored pipelines timed again, no search).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh
@@ -81,6 +82,7 @@ done
 if [[ "$phase" == tune* ]]; then
   retune=()
   [ "${MT_TUNE_RETUNE:-0}" = 1 ] && retune=(--retune)
+  [ "${MT_TUNE_RETIME:-0}" = 1 ] && retune=(--retime)
   t_start=$(date +%s)
   for spec in "${problems[@]}"; do
     IFS='|' read -r name _ lim shape <<<"$spec"

@@ -804,6 +804,104 @@ static void test_retune_replaces_foreign_entry(void **state)
     mt_db_close(db);
 }
 
+/* Lines of the fake backend's measurement log (MT_FAKE_LOG) for M, -1 if
+ * any line is of another M. */
+static int measured_at(const char *log, int64_t M)
+{
+    char line[1024], want[32];
+    int n = 0, other = 0;
+    snprintf(want, sizeof want, "%lld ", (long long)M);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        strncmp(line, want, strlen(want)) == 0 ? n++ : other++;
+    fclose(f);
+    return other ? -1 : n;
+}
+
+/* --retime at an M an earlier run tuned times the default and the stored
+ * pipelines of that M and its neighbours, no search, and the fastest
+ * replaces the entry: far fewer measurements than --retune, a GEMM1 that
+ * was one of those. At an entry whose kernels are no variants of these
+ * templates, it runs the full search and replaces it, as --retune does. */
+static void test_retime_times_the_stored_pipelines(void **state)
+{
+    (void)state;
+    char path[600], out[700], log[700], line[1024], msg[1024];
+    const char *dir = mt_test_tmpdir("tune-retime");
+    snprintf(path, sizeof path, "%s/retime.db", dir);
+    snprintf(out, sizeof out, "%s/retime.log", dir);
+    snprintf(log, sizeof log, "%s/retime.measured", dir);
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    char stored[3][256];   /* GEMM1 of the entries at 16, 256, 4096 */
+    for (int i = 0; i < 3; i++)
+        snprintf(stored[i], sizeof stored[i], "%s", s.rows[i + 1].gemm1);
+
+    opts_at(&o, path, 256);
+    o.retime = 1;
+    o.log = fopen(out, "w");
+    assert_non_null(o.log);
+    remove(log);   /* the fake backend appends */
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    fclose(o.log);
+    const int retimed = measured_at(log, 256);
+    int said = 0, replaced = 0;
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f)) {
+        said += strstr(line, "M=256: retimed (the stored pipelines, no search)") != NULL;
+        replaced += strstr(line, "replaced the stored entry (its pipeline timed again") != NULL;
+    }
+    fclose(f);
+    assert_int_equal(said, 1);
+    assert_int_equal(replaced, 1);
+    int known = 0;
+    for (int i = 0; i < 3; i++)
+        known += !strcmp(s.rows[0].gemm1, stored[i]);
+    assert_true(known >= 1 || strstr(s.rows[0].gemm1, "default") != NULL);
+
+    /* The same M under --retune: the search as well. */
+    opts_at(&o, path, 256);
+    o.retune = 1;
+    remove(log);   /* the fake backend appends */
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    const int retuned = measured_at(log, 256);
+    assert_true(retimed >= 2);
+    assert_true(retuned >= 3 * retimed);
+
+    /* A foreign entry at 16: the full search, and it is replaced. */
+    mt_db_key key;
+    assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
+    put_pair_at(path, &key, 16, "mtk_grouped_gemm_retired_tile", "mtk_grouped_gemm_retired_tile", 0.5);
+    opts_at(&o, path, 16);
+    o.retime = 1;
+    o.log = fopen(out, "w");
+    assert_non_null(o.log);
+    remove(log);   /* the fake backend appends */
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    fclose(o.log);
+    said = replaced = 0;
+    assert_non_null(f = fopen(out, "r"));
+    while (fgets(line, sizeof line, f)) {
+        said += strstr(line, "retimed") != NULL;
+        replaced += strstr(line, "M=16    replaced the stored entry (retune: its kernels are no "
+                                 "variants of these templates") != NULL;
+    }
+    fclose(f);
+    assert_int_equal(said, 0);
+    assert_int_equal(replaced, 1);
+    assert_true(measured_at(log, 16) >= 3 * retimed);
+}
+
 static void test_shards_cover_every_item_once(void **state)
 {
     (void)state;
@@ -1010,6 +1108,7 @@ int main(void)
         cmocka_unit_test(test_times_the_neighbours_winners),
         cmocka_unit_test(test_retune_once_across_restarts),
         cmocka_unit_test(test_retune_replaces_foreign_entry),
+        cmocka_unit_test(test_retime_times_the_stored_pipelines),
         cmocka_unit_test(test_settles_the_launch),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),

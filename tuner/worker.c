@@ -578,7 +578,7 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    const int replace = retimed || (foreign && w->o->retune);
+    const int replace = retimed || (foreign && (w->o->retune || w->o->retime));
     if ((st = replace ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
                       : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
@@ -642,7 +642,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     int stale = 0;
-    if (done && o->retune && (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
+    if (done && (o->retune || o->retime) &&
+        (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
         return st;
     if (stale) {
         int forgotten = 0;
@@ -698,6 +699,17 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = measure_one(w, &key, M, text, d1, d2, msg, msg_size)) ||
         (st = measure_one(w, &key, M, "cublas", NULL, NULL, msg, msg_size)))
         goto done;
+    /* --retime: the stored pipelines alone, where this M's can be timed. */
+    if (o->retime) {
+        if ((st = measure_neighbours(w, &key, M, d1, d2, &retimed, &foreign, msg, msg_size)))
+            goto done;
+        if (retimed) {
+            if (o->log)
+                fprintf(o->log, "[%s] M=%lld: retimed (the stored pipelines, no search)\n",
+                        o->label, (long long)M);
+            goto settle;
+        }
+    }
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
      * tiles (known good) and the model's picks. */
     size_t n1 = mt_select_stage_in(w->search[0], w->nsearch[0], w->all, w->nall, &p, 1, 0,
@@ -757,8 +769,10 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
         goto done;
     const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
-    if ((winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size))) ||
-        (st = settle_launch(w, &key, M, msg, msg_size)))
+    if (winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size)))
+        goto done;
+settle:
+    if ((st = settle_launch(w, &key, M, msg, msg_size)))
         goto done;
     best_scan cb;
     if ((st = find_best(w, &key, M, "cublas", &cb, msg, msg_size)) ||

@@ -64,6 +64,16 @@ typedef struct mt_tune_opts {
      * worker restarted after a fault) an M is retuned once; an M whose
      * retuning was cut short resumes; a new run with retune starts over. */
     int retune;
+    /* retune without a search: an M tuned before this run times only the
+     * stored pipelines of that M and of its neighbours, compiled from the
+     * templates at hand, and the default pipeline (each checked against the
+     * oracle first), and the fastest replaces the entry. For a template
+     * change that keeps what each kernel does (a header every kernel
+     * includes), it makes the entries current in a fraction of a retune's
+     * time. An M whose stored pipeline cannot be timed again (its kernels
+     * are no variants of these templates) and an M never tuned get the full
+     * search. */
+    int retime;
     /* GEMM2 may add its rows into the output by atomics (the tiled
      * families' epilogue "sum": the topk sum in fp32 reductions whose order
      * varies, so results are not bitwise reproducible run to run): stage 3
