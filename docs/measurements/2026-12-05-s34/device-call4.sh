@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Session 34's device call 2, on main after the merge of s32-gemv-aq and
-# s33-expert-map (staged with MT_STAGE_GZIP=1 scripts/gpu-prepare.sh, carry
-# [".gpu"]); MT_CALL_LIMIT: the seconds the call may take.
-#   bash docs/measurements/2026-12-05-s34/device-call2.sh
+# Session 34's prepared device call 4 (no device machine could be started
+# for it), on the branch s34-merge: main with s32-gemv-aq and s33-expert-map
+# merged, their kernels proved by call 3 (device-call3.sh). Staged with
+# MT_STAGE_GZIP=1 scripts/gpu-prepare.sh, carry [".gpu"]; MT_CALL_LIMIT: the
+# seconds the call may take (default 570).
+#   bash docs/measurements/2026-12-05-s34/device-call4.sh
 # The merge changes moe_args.h, which every kernel includes, so every stored
 # kernel's source changes, though the GEMMs do what they did.
 # 1. gpu_runtime on the shipped database with this build: its stored
