@@ -31,8 +31,9 @@
 # MT_TUNE_POINTS="name:M,M name:M ..." tunes only those problems, each at
 # its own M (in place of MT_TUNE_M). MT_TUNE_RETUNE=1 passes --retune: M
 # already tuned in the database are tuned again, their stored pipelines
-# timed with the new candidates; MT_TUNE_RETIME=1 passes --retime (the
-# stored pipelines timed again, no search).
+# timed with the new candidates; MT_TUNE_RETIME=1 passes --retime instead
+# (the stored pipelines timed again, no search; it wins over
+# MT_TUNE_RETUNE).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh

@@ -759,49 +759,62 @@ static void test_times_the_neighbours_winners(void **state)
     mt_db_close(db);
 }
 
-/* --retune at an M whose stored entry has kernels of other templates
- * (stage 1b cannot time it again): the run's winner replaces it, though
- * the stored time (0.5 us, from another run) is lower; otherwise such an
- * entry could never be tuned away. */
+/* Lines of path that contain needle. */
+static int lines_with(const char *path, const char *needle)
+{
+    char line[1024];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+/* --retune and --retime at an M whose stored entry has kernels of other
+ * templates (stage 1b cannot time it again): the full search, and the run's
+ * winner replaces it, though the stored time (0.5 us, from another run) is
+ * lower; otherwise such an entry could never be tuned away. */
 static void test_retune_replaces_foreign_entry(void **state)
 {
     (void)state;
-    char path[600], out[700], line[1024], msg[1024];
-    snprintf(path, sizeof path, "%s/foreign.db", mt_test_tmpdir("tune-foreign"));
-    snprintf(out, sizeof out, "%s.log", path);
-    mt_tune_opts o;
-    mt_tune_summary s;
-    opts(&o, path);
-    o.nM = 2;
-    o.Ms[0] = 16;
-    o.Ms[1] = 4096;
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    mt_db_key key;
-    assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
-    put_pair_at(path, &key, 16, "mtk_grouped_gemm_retired_tile", "mtk_grouped_gemm_retired_tile", 0.5);
-    o.nM = 1;
-    o.retune = 1;
-    o.log = fopen(out, "w");
-    assert_non_null(o.log);
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    fclose(o.log);
-    int replaced = 0;
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
-    while (fgets(line, sizeof line, f))
-        replaced += strstr(line, "M=16    replaced the stored entry (retune: its kernels are no "
-                                 "variants of these templates") != NULL;
-    fclose(f);
-    assert_int_equal(replaced, 1);
-    mt_db *db = NULL;
-    mt_db_entry e;
-    int exact = 0;
-    assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
-    assert_int_equal(mt_db_lookup(db, &key, 16, &e, &exact), MT_OK);
-    assert_int_equal(exact, 1);
-    assert_true(fabs(e.time_us - s.rows[0].time_us) < 1e-9 && e.time_us > 0.5);
-    assert_string_not_equal(mt_db_pipeline_kernel(&e.pipeline, "gemm1"), "mtk_grouped_gemm_retired_tile");
-    mt_db_close(db);
+    for (int retime = 0; retime < 2; retime++) {
+        char path[600], out[700], want[200], msg[1024];
+        snprintf(path, sizeof path, "%s/foreign-%d.db", mt_test_tmpdir("tune-foreign"), retime);
+        snprintf(out, sizeof out, "%s.log", path);
+        mt_tune_opts o;
+        mt_tune_summary s;
+        opts(&o, path);
+        o.nM = 2;
+        o.Ms[0] = 16;
+        o.Ms[1] = 4096;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        mt_db_key key;
+        assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
+        put_pair_at(path, &key, 16, "mtk_grouped_gemm_retired_tile", "mtk_grouped_gemm_retired_tile", 0.5);
+        o.nM = 1;
+        o.retune = !retime;
+        o.retime = retime;
+        o.log = fopen(out, "w");
+        assert_non_null(o.log);
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        fclose(o.log);
+        snprintf(want, sizeof want,
+                 "M=16    replaced the stored entry (%s: its kernels are no variants of these templates",
+                 retime ? "retime" : "retune");
+        assert_int_equal(lines_with(out, want), 1);
+        assert_int_equal(lines_with(out, "retimed"), 0);
+        mt_db *db = NULL;
+        mt_db_entry e;
+        int exact = 0;
+        assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
+        assert_int_equal(mt_db_lookup(db, &key, 16, &e, &exact), MT_OK);
+        assert_int_equal(exact, 1);
+        assert_true(fabs(e.time_us - s.rows[0].time_us) < 1e-9 && e.time_us > 0.5);
+        assert_string_not_equal(mt_db_pipeline_kernel(&e.pipeline, "gemm1"), "mtk_grouped_gemm_retired_tile");
+        mt_db_close(db);
+    }
 }
 
 /* Lines of the fake backend's measurement log (MT_FAKE_LOG) for M, -1 if
@@ -819,15 +832,33 @@ static int measured_at(const char *log, int64_t M)
     return other ? -1 : n;
 }
 
-/* --retime at an M an earlier run tuned times the default and the stored
- * pipelines of that M and its neighbours, no search, and the fastest
- * replaces the entry: far fewer measurements than --retune, a GEMM1 that
- * was one of those. At an entry whose kernels are no variants of these
- * templates, it runs the full search and replaces it, as --retune does. */
+/* One run of o (its log into out, the fake backend's measurements into
+ * measured, both new); the summary's first row. */
+static mt_tune_row run_logged(mt_tune_opts *o, const char *out, const char *measured)
+{
+    char msg[1024];
+    mt_tune_summary s;
+    remove(measured);   /* the fake backend appends */
+    o->log = fopen(out, "w");
+    assert_non_null(o->log);
+    setenv("MT_FAKE_LOG", measured, 1);
+    assert_int_equal(mt_tune_run(o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    fclose(o->log);
+    o->log = NULL;
+    assert_int_equal(s.nrows, 1);
+    return s.rows[0];
+}
+
+/* --retime at an M an earlier run tuned to a pipeline of its own (not the
+ * default) times that pipeline again, with the default and the neighbours'
+ * stored pipelines, no search, and the fastest replaces the entry: a third
+ * or less of what --retune measures there. Where the stored pipeline fails
+ * (here it kills the worker), the full search. */
 static void test_retime_times_the_stored_pipelines(void **state)
 {
     (void)state;
-    char path[600], out[700], log[700], line[1024], msg[1024];
+    char path[600], out[700], log[700], msg[1024];
     const char *dir = mt_test_tmpdir("tune-retime");
     snprintf(path, sizeof path, "%s/retime.db", dir);
     snprintf(out, sizeof out, "%s/retime.log", dir);
@@ -836,70 +867,53 @@ static void test_retime_times_the_stored_pipelines(void **state)
     mt_tune_summary s;
     opts(&o, path);
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    char stored[3][256];   /* GEMM1 of the entries at 16, 256, 4096 */
-    for (int i = 0; i < 3; i++)
-        snprintf(stored[i], sizeof stored[i], "%s", s.rows[i + 1].gemm1);
+    const mt_tune_row *own = NULL;
+    for (int i = 0; i < s.nrows && !own; i++)
+        if (!strcmp(s.rows[i].winner, "moetune") && s.rows[i].M > 1)
+            own = &s.rows[i];
+    assert_non_null(own);
+    const int64_t M = own->M;
+    char stored[600], said[100];
+    snprintf(stored, sizeof stored, "%lld %s %s%s\n", (long long)M, own->gemm1, own->gemm2,
+             own->launch_late ? " late" : "");
+    snprintf(said, sizeof said, "M=%lld: retimed (the stored pipelines, no search)", (long long)M);
 
-    opts_at(&o, path, 256);
+    opts_at(&o, path, M);
     o.retime = 1;
-    o.log = fopen(out, "w");
-    assert_non_null(o.log);
-    remove(log);   /* the fake backend appends */
-    setenv("MT_FAKE_LOG", log, 1);
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    unsetenv("MT_FAKE_LOG");
-    fclose(o.log);
-    const int retimed = measured_at(log, 256);
-    int said = 0, replaced = 0;
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
-    while (fgets(line, sizeof line, f)) {
-        said += strstr(line, "M=256: retimed (the stored pipelines, no search)") != NULL;
-        replaced += strstr(line, "replaced the stored entry (its pipeline timed again") != NULL;
-    }
-    fclose(f);
-    assert_int_equal(said, 1);
-    assert_int_equal(replaced, 1);
-    int known = 0;
-    for (int i = 0; i < 3; i++)
-        known += !strcmp(s.rows[0].gemm1, stored[i]);
-    assert_true(known >= 1 || strstr(s.rows[0].gemm1, "default") != NULL);
+    const mt_tune_row r = run_logged(&o, out, log);
+    const int retimed = measured_at(log, M);
+    assert_int_equal(lines_with(out, said), 1);
+    assert_int_equal(lines_with(out, "replaced the stored entry (its pipeline timed again"), 1);
+    assert_int_equal(lines_with(log, stored), 1);   /* the stored pipeline, timed again */
+    assert_true(retimed >= 2);
+    mt_db *db = NULL;
+    mt_db_key key;
+    mt_db_entry e;
+    int exact = 0;
+    assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
+    assert_int_equal(mt_db_open(path, MT_DB_READONLY, &db), MT_OK);
+    assert_int_equal(mt_db_lookup(db, &key, M, &e, &exact), MT_OK);
+    assert_int_equal(exact, 1);
+    assert_true(fabs(e.time_us - r.time_us) < 1e-9);
+    assert_string_equal(mt_db_pipeline_kernel(&e.pipeline, "gemm1"), r.gemm1);
+    mt_db_close(db);
 
     /* The same M under --retune: the search as well. */
-    opts_at(&o, path, 256);
+    opts_at(&o, path, M);
     o.retune = 1;
-    remove(log);   /* the fake backend appends */
-    setenv("MT_FAKE_LOG", log, 1);
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    unsetenv("MT_FAKE_LOG");
-    const int retuned = measured_at(log, 256);
-    assert_true(retimed >= 2);
-    assert_true(retuned >= 3 * retimed);
+    run_logged(&o, out, log);
+    assert_true(measured_at(log, M) >= 3 * retimed);
 
-    /* A foreign entry at 16: the full search, and it is replaced. */
-    mt_db_key key;
-    assert_int_equal(mt_db_key_from_problem(&o.shape, s.sku, o.routing, &key), MT_OK);
-    put_pair_at(path, &key, 16, "mtk_grouped_gemm_retired_tile", "mtk_grouped_gemm_retired_tile", 0.5);
-    opts_at(&o, path, 16);
+    /* The stored GEMM1 faults now: the search, and another GEMM1 wins. */
+    opts_at(&o, path, M);
     o.retime = 1;
-    o.log = fopen(out, "w");
-    assert_non_null(o.log);
-    remove(log);   /* the fake backend appends */
-    setenv("MT_FAKE_LOG", log, 1);
-    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    unsetenv("MT_FAKE_LOG");
-    fclose(o.log);
-    said = replaced = 0;
-    assert_non_null(f = fopen(out, "r"));
-    while (fgets(line, sizeof line, f)) {
-        said += strstr(line, "retimed") != NULL;
-        replaced += strstr(line, "M=16    replaced the stored entry (retune: its kernels are no "
-                                 "variants of these templates") != NULL;
-    }
-    fclose(f);
-    assert_int_equal(said, 0);
-    assert_int_equal(replaced, 1);
-    assert_true(measured_at(log, 16) >= 3 * retimed);
+    setenv("MT_FAKE_FAULT", own->gemm1, 1);
+    const mt_tune_row f = run_logged(&o, out, log);
+    unsetenv("MT_FAKE_FAULT");
+    assert_int_equal(lines_with(out, said), 0);
+    assert_int_equal(lines_with(out, "the stored pipeline failed here: the search"), 1);
+    assert_string_not_equal(f.gemm1, own->gemm1);
+    assert_true(measured_at(log, M) >= 3 * retimed);
 }
 
 static void test_shards_cover_every_item_once(void **state)

@@ -115,6 +115,7 @@ typedef struct best_scan {
     const mt_db_key *key;
     int64_t M;
     const char *prefix;
+    int exact;              /* the text equal to prefix, not only starting with it */
     int64_t skip_block_m;   /* > 0: pass over pairs whose GEMM1 has this BLOCK_M */
     double us, rel_err;
     char text[1024];
@@ -134,7 +135,8 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
 {
     best_scan *b = ctx;
     if (c->M != b->M || !same_key(&c->key, b->key) ||
-        strncmp(c->pipeline, b->prefix, strlen(b->prefix)) || !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
+        (b->exact ? strcmp(c->pipeline, b->prefix) : strncmp(c->pipeline, b->prefix, strlen(b->prefix))) ||
+        !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
         return 0;
     if (b->skip_block_m > 0) {   /* pairs of another BLOCK_M, of kernels of this search */
         const int64_t bm = gemm1_block_m(b->w, c->pipeline);
@@ -176,6 +178,25 @@ static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const cha
                            best_scan *b, char *msg, size_t msg_size)
 {
     return find_best_but(w, key, M, prefix, 0, b, msg, msg_size);
+}
+
+/* *ok: the candidate of exactly this text at M was timed and passed the
+ * oracle. */
+static mt_status passed(worker *w, const mt_db_key *key, int64_t M, const char *text, int *ok,
+                        char *msg, size_t msg_size)
+{
+    best_scan b = {.w = w, .key = key, .M = M, .prefix = text, .exact = 1, .us = 1e30};
+    mt_status st = mt_db_foreach_candidate(w->db, scan_best, &b);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    *ok = b.us < 1e30;
+    return MT_OK;
+}
+
+/* --retune or --retime: M values tuned by another run are done again. */
+static int tunes_again(const mt_tune_opts *o)
+{
+    return o->retune || o->retime;
 }
 
 static const mt_variant *by_name(const worker *w, const char *name, size_t len)
@@ -372,13 +393,14 @@ static int scan_stored(const mt_db_entry *e, void *ctx)
 }
 
 /* *retimed: this M's stored pipeline is among those timed (the winner then
- * replaces its entry). *foreign: this M's stored pipeline cannot be timed
- * again, its kernels being of other templates (under --retune the winner
- * replaces it too: its time, from another run and other templates, would
- * otherwise keep it for good). */
+ * replaces its entry); *own_ok (may be NULL): it also passed the oracle.
+ * *foreign: this M's stored pipeline cannot be timed again, its kernels
+ * being of other templates (under --retune or --retime the winner replaces
+ * it too: its time, from another run and other templates, would otherwise
+ * keep it for good). */
 static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
                                     const mt_variant *d1, const mt_variant *d2, int *retimed,
-                                    int *foreign, char *msg, size_t msg_size)
+                                    int *own_ok, int *foreign, char *msg, size_t msg_size)
 {
     stored_scan s = {.w = w, .key = key, .M = M};
     mt_db_filter f = {.sku = key->sku, .E = key->E};
@@ -389,11 +411,16 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
     *foreign = s.foreign_at_m;
     for (int i = 0; i < 3 && !st; i++) {
         const stored_pair *p = &s.pick[i];
-        if (!p->g1 || (p->g1 == d1 && p->g2 == d2 && !p->late))
+        if (!p->g1)
             continue;
+        /* The default pair is timed as the default, under that name. */
+        const int is_default = p->g1 == d1 && p->g2 == d2 && !p->late;
         char text[1024];
-        pipeline_text("", p->g1, p->g2, p->late, text, sizeof text);
-        st = measure_one(w, key, M, text, p->g1, p->g2, msg, msg_size);
+        pipeline_text(is_default ? "default;" : "", p->g1, p->g2, p->late, text, sizeof text);
+        if (!is_default)
+            st = measure_one(w, key, M, text, p->g1, p->g2, msg, msg_size);
+        if (!st && i == 1 && own_ok)
+            st = passed(w, key, M, text, own_ok, msg, msg_size);
     }
     return st;
 }
@@ -578,16 +605,18 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    const int replace = retimed || (foreign && (w->o->retune || w->o->retime));
+    const int replace = retimed || (foreign && tunes_again(w->o));
     if ((st = replace ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
                       : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     if (w->o->log && out != MT_DB_PUT_INSERTED)
-        fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s)\n", (long long)p->M,
+        fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s): %s\n", (long long)p->M,
                 out == MT_DB_PUT_KEPT ? "kept" : "replaced",
                 retimed   ? "its pipeline timed again in this run"
-                : replace ? "retune: its kernels are no variants of these templates, not timed again"
-                          : "times of two runs");
+                : replace ? (w->o->retime ? "retime: its kernels are no variants of these templates, not timed again"
+                                          : "retune: its kernels are no variants of these templates, not timed again")
+                          : "times of two runs",
+                out == MT_DB_PUT_KEPT ? "kept" : win->text);
     return MT_OK;
 }
 
@@ -642,8 +671,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     int stale = 0;
-    if (done && (o->retune || o->retime) &&
-        (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
+    if (done && tunes_again(o) && (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
         return st;
     if (stale) {
         int forgotten = 0;
@@ -699,16 +727,22 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = measure_one(w, &key, M, text, d1, d2, msg, msg_size)) ||
         (st = measure_one(w, &key, M, "cublas", NULL, NULL, msg, msg_size)))
         goto done;
-    /* --retime: the stored pipelines alone, where this M's can be timed. */
+    /* --retime: the stored pipelines alone, where this M's own passed its
+     * check here; otherwise (none, of other templates, faulted or wrong)
+     * the search. */
     if (o->retime) {
-        if ((st = measure_neighbours(w, &key, M, d1, d2, &retimed, &foreign, msg, msg_size)))
+        int own_ok = 0;
+        if ((st = measure_neighbours(w, &key, M, d1, d2, &retimed, &own_ok, &foreign, msg, msg_size)))
             goto done;
-        if (retimed) {
+        if (retimed && own_ok) {
             if (o->log)
                 fprintf(o->log, "[%s] M=%lld: retimed (the stored pipelines, no search)\n",
                         o->label, (long long)M);
             goto settle;
         }
+        if (retimed && o->log)
+            fprintf(o->log, "[%s] M=%lld: the stored pipeline failed here: the search\n",
+                    o->label, (long long)M);
     }
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
      * tiles (known good) and the model's picks. */
@@ -733,7 +767,7 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
         pipeline_text("", g1, g2, 0, text, sizeof text);
         st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
     }
-    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, &foreign, msg, msg_size)))
+    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, NULL, &foreign, msg, msg_size)))
         goto done;
     /* Stage 2: GEMM2 tiles under the best GEMM1. */
     best_scan b;

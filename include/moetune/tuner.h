@@ -64,15 +64,16 @@ typedef struct mt_tune_opts {
      * worker restarted after a fault) an M is retuned once; an M whose
      * retuning was cut short resumes; a new run with retune starts over. */
     int retune;
-    /* retune without a search: an M tuned before this run times only the
-     * stored pipelines of that M and of its neighbours, compiled from the
-     * templates at hand, and the default pipeline (each checked against the
-     * oracle first), and the fastest replaces the entry. For a template
-     * change that keeps what each kernel does (a header every kernel
-     * includes), it makes the entries current in a fraction of a retune's
-     * time. An M whose stored pipeline cannot be timed again (its kernels
-     * are no variants of these templates) and an M never tuned get the full
-     * search. */
+    /* retune without a search: at an M whose stored pipeline is of these
+     * templates and passes its oracle check again, time only the stored
+     * pipelines of that M and of its neighbours, compiled from the
+     * templates at hand, the default pipeline and the other launch order of
+     * the fastest; the fastest replaces the entry (the log names it). For a
+     * template change that keeps what each kernel does (a header every
+     * kernel includes), it makes the entries current in a fraction of a
+     * retune's time. The full search, as under retune, where there is no
+     * such stored pipeline (never tuned, kernels of other templates) or it
+     * faults or computes wrong here. */
     int retime;
     /* GEMM2 may add its rows into the output by atomics (the tiled
      * families' epilogue "sum": the topk sum in fp32 reductions whose order
