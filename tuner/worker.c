@@ -609,14 +609,21 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     if ((st = replace ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
                       : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    if (w->o->log && out != MT_DB_PUT_INSERTED)
-        fprintf(w->o->log, "  M=%-5lld %s the stored entry (%s): %s\n", (long long)p->M,
-                out == MT_DB_PUT_KEPT ? "kept" : "replaced",
-                retimed   ? "its pipeline timed again in this run"
-                : replace ? (w->o->retime ? "retime: its kernels are no variants of these templates, not timed again"
-                                          : "retune: its kernels are no variants of these templates, not timed again")
-                          : "times of two runs",
-                out == MT_DB_PUT_KEPT ? "kept" : win->text);
+    if (w->o->log && out != MT_DB_PUT_INSERTED) {
+        char why[128];
+        if (retimed)
+            snprintf(why, sizeof why, "its pipeline timed again in this run");
+        else if (replace)
+            snprintf(why, sizeof why, "%s: its kernels are no variants of these templates, not timed again",
+                     w->o->retime ? "retime" : "retune");
+        else
+            snprintf(why, sizeof why, "times of two runs");
+        if (out == MT_DB_PUT_KEPT)
+            fprintf(w->o->log, "  M=%-5lld kept the stored entry (%s)\n", (long long)p->M, why);
+        else
+            fprintf(w->o->log, "  M=%-5lld replaced the stored entry (%s): %s\n", (long long)p->M, why,
+                    win->text);
+    }
     return MT_OK;
 }
 
