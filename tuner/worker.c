@@ -665,6 +665,92 @@ static mt_status done_by_other_run(worker *w, const mt_db_key *key, int64_t M, i
     return MT_OK;
 }
 
+/* Stages 1 to 3 of the search at p.M (the default pair d1, d2 timed
+ * already): GEMM1 tiles with their GEMM2 siblings, the stored pipelines
+ * (stage 1b: *retimed, *foreign as measure_neighbours says), GEMM2 tiles
+ * under the best GEMM1, then the refinement by measurement. */
+static mt_status search(worker *w, const mt_db_key *key, const mt_problem *p, const mt_variant *d1,
+                        const mt_variant *d2, int *retimed, int *foreign, char *msg, size_t msg_size)
+{
+    const mt_tune_opts *o = w->o;
+    const int64_t M = p->M;
+    char text[1024];
+    mt_status st = MT_OK;
+    const int max = o->max_candidates > 0 ? o->max_candidates : 12;
+    size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
+    /* Stage 1's GEMM2 for each pick (stage1_gemm2), found once. */
+    const mt_variant **pair2 = calloc(2 * (size_t)max + 1, sizeof *pair2);
+    if (!pick || !pair2) {
+        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
+     * tiles (known good) and the model's picks. */
+    size_t n1 = mt_select_stage_in(w->search[0], w->nsearch[0], w->all, w->nall, p, 1, 0,
+                                   w->prov.sm_count, max, pick);
+    to_all(w, w->search[0], pick, n1);
+    size_t nd = 0;
+    if (w->search[0] == w->all) {   /* no filter on GEMM1 */
+        nd = mt_select_stage(w->defaults, w->ndefaults, p, 1, 0, w->prov.sm_count, max,
+                             pick + n1);
+        to_all(w, w->defaults, pick + n1, nd);
+    }
+    for (size_t i = 0; i < n1 + nd; i++)
+        pair2[i] = pick[i] == (size_t)-1 ? NULL : stage1_gemm2(w, p, &w->all[pick[i]]);
+    preload(w, pick, n1 + nd, pair2);
+    for (size_t i = 0; i < n1 + nd && !st; i++) {
+        const mt_variant *g1 = pick[i] == (size_t)-1 ? NULL : &w->all[pick[i]], *g2 = pair2[i];
+        if (!g1 || !g2)
+            continue;
+        if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
+            continue;   /* the default pair: timed already */
+        pipeline_text("", g1, g2, 0, text, sizeof text);
+        st = measure_one(w, key, M, text, g1, g2, msg, msg_size);
+    }
+    if (st || (st = measure_neighbours(w, key, M, d1, d2, retimed, NULL, foreign, msg, msg_size)))
+        goto done;
+    /* Stage 2: GEMM2 tiles under the best GEMM1. */
+    best_scan b;
+    const mt_variant *bg1, *bg2;
+    if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)))
+        goto done;
+    if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
+        size_t n2 = mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
+                                    w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
+        to_all(w, w->search[1], pick, n2);
+        preload(w, pick, n2, NULL);
+        const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
+        for (size_t i = 0; i < n2 && !st; i++) {
+            if (pick[i] == (size_t)-1 ||
+                (!late && !strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
+                continue;   /* the default pair: timed already */
+            pipeline_text("", bg1, &w->all[pick[i]], late, text, sizeof text);
+            st = measure_one(w, key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
+        }
+        if (st)
+            goto done;
+    }
+    /* Stage 3 twice: from the winner, then from the best pair of another
+     * BLOCK_M. The first stage times one pipeline of each shape, the
+     * model's pick, which need not be the shape's best. DeepSeek-V3 fp8 at
+     * M = 1024 and 2048, tuned from an empty database (H100, session 31):
+     * the winners, swapped 32-row tiles, took 7 and 15 % longer than the
+     * shipped 64-row `pingpong` pairs, which that run never timed; its
+     * 64-row pairs were `sync` and `ws` tiles, and stage 3 walked the
+     * winner's parameters alone. From the best 64-row pair it walks PIPE
+     * (then GEMM2's PIPE and ALOAD) too. */
+    if ((st = refine(w, key, p, 0, msg, msg_size)) ||
+        (st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)))
+        goto done;
+    const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
+    if (winner_bm > 0)
+        st = refine(w, key, p, winner_bm, msg, msg_size);
+done:
+    free(pick);
+    free(pair2);
+    return st;
+}
+
 static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
 {
     const mt_tune_opts *o = w->o;
@@ -705,16 +791,8 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     if ((st = w->be.open_item(w->be.self, &p, routing, seed, msg, msg_size)))
         return st;
     char text[1024];
-    int retimed = 0;   /* stage 1b timed this M's stored pipeline */
+    int retimed = 0;   /* this M's stored pipeline timed again */
     int foreign = 0;   /* this M's stored pipeline is of other templates */
-    const int max = o->max_candidates > 0 ? o->max_candidates : 12;
-    size_t *pick = calloc(2 * (size_t)max + 1, sizeof *pick);
-    /* Stage 1's GEMM2 for each pick (stage1_gemm2), found once. */
-    const mt_variant **pair2 = calloc(2 * (size_t)max + 1, sizeof *pair2);
-    if (!pick || !pair2) {
-        st = mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-        goto done;
-    }
     /* Baselines: the untuned default and cuBLAS. */
     size_t di = mt_find_default(w->defaults, w->ndefaults, &p);
     if (di == (size_t)-1) {
@@ -737,82 +815,19 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     /* --retime: the stored pipelines alone, where this M's own passed its
      * check here; otherwise (none, of other templates, faulted or wrong)
      * the search. */
+    int searched = 1;
     if (o->retime) {
         int own_ok = 0;
         if ((st = measure_neighbours(w, &key, M, d1, d2, &retimed, &own_ok, &foreign, msg, msg_size)))
             goto done;
-        if (retimed && own_ok) {
-            if (o->log)
-                fprintf(o->log, "[%s] M=%lld: retimed (the stored pipelines, no search)\n",
-                        o->label, (long long)M);
-            goto settle;
-        }
-        if (retimed && o->log)
-            fprintf(o->log, "[%s] M=%lld: the stored pipeline failed here: the search\n",
-                    o->label, (long long)M);
+        searched = !(retimed && own_ok);
+        if (o->log && retimed)
+            fprintf(o->log, "[%s] M=%lld: %s\n", o->label, (long long)M,
+                    searched ? "the stored pipeline failed here: the search"
+                             : "retimed (the stored pipelines, no search)");
     }
-    /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
-     * tiles (known good) and the model's picks. */
-    size_t n1 = mt_select_stage_in(w->search[0], w->nsearch[0], w->all, w->nall, &p, 1, 0,
-                                   w->prov.sm_count, max, pick);
-    to_all(w, w->search[0], pick, n1);
-    size_t nd = 0;
-    if (w->search[0] == w->all) {   /* no filter on GEMM1 */
-        nd = mt_select_stage(w->defaults, w->ndefaults, &p, 1, 0, w->prov.sm_count, max,
-                             pick + n1);
-        to_all(w, w->defaults, pick + n1, nd);
-    }
-    for (size_t i = 0; i < n1 + nd; i++)
-        pair2[i] = pick[i] == (size_t)-1 ? NULL : stage1_gemm2(w, &p, &w->all[pick[i]]);
-    preload(w, pick, n1 + nd, pair2);
-    for (size_t i = 0; i < n1 + nd && !st; i++) {
-        const mt_variant *g1 = pick[i] == (size_t)-1 ? NULL : &w->all[pick[i]], *g2 = pair2[i];
-        if (!g1 || !g2)
-            continue;
-        if (!strcmp(g1->name, d1->name) && !strcmp(g2->name, d2->name))
-            continue;   /* the default pair: measured above */
-        pipeline_text("", g1, g2, 0, text, sizeof text);
-        st = measure_one(w, &key, M, text, g1, g2, msg, msg_size);
-    }
-    if (st || (st = measure_neighbours(w, &key, M, d1, d2, &retimed, NULL, &foreign, msg, msg_size)))
+    if (searched && (st = search(w, &key, &p, d1, d2, &retimed, &foreign, msg, msg_size)))
         goto done;
-    /* Stage 2: GEMM2 tiles under the best GEMM1. */
-    best_scan b;
-    const mt_variant *bg1, *bg2;
-    if ((st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
-        goto done;
-    if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
-        size_t n2 = mt_select_stage(w->search[1], w->nsearch[1], &p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
-                                    w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
-        to_all(w, w->search[1], pick, n2);
-        preload(w, pick, n2, NULL);
-        const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
-        for (size_t i = 0; i < n2 && !st; i++) {
-            if (pick[i] == (size_t)-1 ||
-                (!late && !strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
-                continue;   /* the default pair: measured above */
-            pipeline_text("", bg1, &w->all[pick[i]], late, text, sizeof text);
-            st = measure_one(w, &key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
-        }
-        if (st)
-            goto done;
-    }
-    /* Stage 3 twice: from the winner, then from the best pair of another
-     * BLOCK_M. The first stage times one pipeline of each shape, the
-     * model's pick, which need not be the shape's best. DeepSeek-V3 fp8 at
-     * M = 1024 and 2048, tuned from an empty database (H100, session 31):
-     * the winners, swapped 32-row tiles, took 7 and 15 % longer than the
-     * shipped 64-row `pingpong` pairs, which that run never timed; its
-     * 64-row pairs were `sync` and `ws` tiles, and stage 3 walked the
-     * winner's parameters alone. From the best 64-row pair it walks PIPE
-     * (then GEMM2's PIPE and ALOAD) too. */
-    if ((st = refine(w, &key, &p, 0, msg, msg_size)) ||
-        (st = find_best(w, &key, M, "gemm1=", &b, msg, msg_size)))
-        goto done;
-    const int64_t winner_bm = b.us < 1e30 ? gemm1_block_m(w, b.text) : 0;
-    if (winner_bm > 0 && (st = refine(w, &key, &p, winner_bm, msg, msg_size)))
-        goto done;
-settle:
     if ((st = settle_launch(w, &key, M, msg, msg_size)))
         goto done;
     best_scan cb;
@@ -826,8 +841,6 @@ settle:
     if ((st = mt_db_record_candidate(w->db, &mark)))
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
 done:
-    free(pick);
-    free(pair2);
     w->be.close_item(w->be.self);
     return st;
 }
