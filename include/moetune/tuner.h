@@ -68,7 +68,7 @@ typedef struct mt_tune_opts {
      * templates and passes its oracle check again, time only the stored
      * pipelines of that M and of its neighbours, compiled from the
      * templates at hand, the default pipeline and the other launch order of
-     * the fastest; the fastest replaces the entry (the log names it). For a
+     * the fastest tuned one; the fastest replaces the entry (the log names it). For a
      * template change that keeps what each kernel does (a header every
      * kernel includes), it makes the entries current in a fraction of a
      * retune's time. The full search, as under retune, where there is no
