@@ -868,7 +868,7 @@ static void test_retime_times_the_stored_pipelines(void **state)
     mt_tune_summary s;
     opts(&o, path);
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
-    int i = 1;   /* the first M after the first whose winner is a pipeline of its own */
+    int i = 1;   /* an M after the first, with one above it, whose winner is its own pipeline */
     while (i + 1 < s.nrows && strcmp(s.rows[i].winner, "moetune"))
         i++;
     assert_true(i + 1 < s.nrows);
