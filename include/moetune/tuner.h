@@ -66,10 +66,10 @@ typedef struct mt_tune_opts {
     int retune;
     /* retune without a search: at an M whose stored pipeline is of these
      * templates and passes its oracle check again, time only the stored
-     * pipelines of that M and of its neighbours, compiled from the
-     * templates at hand, the default pipeline and the other launch order of
-     * the fastest tuned one; the fastest replaces the entry (the log names it). For a
-     * template change that keeps what each kernel does (a header every
+     * pipelines of that M and of its neighbours, compiled from the templates
+     * at hand, the default pipeline and the other launch order of the
+     * fastest tuned one; the fastest replaces the entry (the log names it).
+     * For a template change that keeps what each kernel does (a header every
      * kernel includes), it makes the entries current in a fraction of a
      * retune's time. The full search, as under retune, where there is no
      * such stored pipeline (never tuned, kernels of other templates) or it
