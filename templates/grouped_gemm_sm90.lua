@@ -296,11 +296,10 @@ return {
       if p.PIPE == "pingpong" and p.BLOCK_M > 64 then
         return false, "pingpong swapped: 16 to 64 token rows a tile (grouped_gemm_sm90_pingpong.cuh)"
       end
-      -- ptxas serializes the warpgroup MMAs of this combination (C7520,
-      -- a compiler-inserted warpgroup arrive in a divergent path; CUDA 13.0).
-      if p.PIPE == "persist" and block_scaled(p.quant) then
-        return false, "swapped: block scales in a persistent loop serialize the MMAs (ptxas C7520)"
-      end
+      -- (Swapped block-scaled tiles in the persistent loop were pruned from
+      -- f4f792e on: ptxas serialized their warpgroup MMAs, C7520. The
+      -- templates since 20e8318 compile them with no performance note,
+      -- test_sm90_swapped_block_persist_compiles.)
     elseif p.PIPE == "pingpong" and p.BLOCK_M ~= 64 then
       return false, "pingpong: each computing warpgroup takes a whole tile of 64 token rows"
     elseif p.EPI_COLS > 0 and p.PIPE ~= "persist" then
