@@ -92,25 +92,33 @@ step_runtime() {
   return $r
 }
 
-# The tuned pipelines of two sides, "old" then "new" per problem (those of
-# MT_BENCH_PROBLEMS, default all five): $1 the step's name (log prefix), $2
-# the M list, then per side its environment (NAME=VALUE, or empty), binary
-# and database.
+# The tuned pipelines of two sides per problem (those of MT_BENCH_PROBLEMS,
+# default all five), in the order MT_AB_ORDER (default "old new new old", so
+# that a drift of the card over the run weighs on both sides alike): $1 the
+# step's name (log prefix), $2 the M list, then per side its environment
+# (NAME=VALUE, or empty), binary and database. Each side's runs go into
+# $step-NAME-SIDE.json (a line per M and run); scripts/ab-summary.py prints
+# the per-M means of both sides and their ratio.
 ab_sides() {
-  local step=$1 mlist=$2 spec name shape side env bin db hits rc=0
+  local step=$1 mlist=$2 spec name shape side env bin db hits run=0 rc=0
   for spec in "${problems[@]}"; do
     IFS='|' read -r name shape <<<"$spec"
     [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
-    for side in old new; do
-      if [ $side = old ]; then env=$3 bin=$4 db=$5; else env=$6 bin=$7 db=$8; fi
+    rm -f "$out/steps/$step-$name-old.json" "$out/steps/$step-$name-new.json"
+    for side in ${MT_AB_ORDER:-old new new old}; do
+      if [ "$side" = old ]; then env=$3 bin=$4 db=$5; else env=$6 bin=$7 db=$8; fi
       [ -x "$bin" ] && [ -f "$db" ] || { echo "== $step: no $bin or $db"; return 1; }
       hits=$(peer_hits "$name" "$mlist")
+      run=$((run + 1))
       # shellcheck disable=SC2086 # option lists
       env ${env:+"$env"} timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
-        --db "$db" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-$name-$side.json" \
-        >"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
+        --db "$db" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
+        >>"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
+      cat "$out/steps/$step-run$run.json" >>"$out/steps/$step-$name-$side.json" 2>/dev/null
+      rm -f "$out/steps/$step-run$run.json"
     done
-    echo "== $step $name done"
+    python3 scripts/ab-summary.py "$step $name" "$out/steps/$step-$name-old.json" "$out/steps/$step-$name-new.json" \
+      || rc=1
   done
   return $rc
 }

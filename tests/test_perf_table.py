@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Test of scripts/perf-table.py on the hand-made bench JSON in tests/data/bench/
-and the real peer table bench/peer-h200.csv. The expected figures are worked
+and the real peer table bench/peer-h200.csv, and of scripts/ab-summary.py. The expected figures are worked
 out here from those files, independently of the script's code.
 
     python3 tests/test_perf_table.py      (or: python3 -m pytest tests/test_perf_table.py)
@@ -314,6 +314,46 @@ class PerfTable(unittest.TestCase):
     def test_not_json_is_an_error(self):
         with self.assertRaises(SystemExit):   # a CSV is not JSON lines
             self.pt.main(["--peer", PEER, PEER])
+
+
+class TestAbSummary(unittest.TestCase):
+    """scripts/ab-summary.py (the A/B steps of scripts/gpu-steps.sh): per M,
+    the runs of each side, their means and the ratio new / old, with the
+    steps that moved most; a side without tuned times is an error."""
+
+    SCRIPT = os.path.join(ROOT, "scripts", "ab-summary.py")
+
+    def run_script(self, old, new):
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for name, rows in (("old", old), ("new", new)):
+                paths.append(os.path.join(d, name + ".json"))
+                with open(paths[-1], "w") as f:
+                    f.writelines(json.dumps(r) + "\n" for r in rows)
+            return subprocess.run(["python3", self.SCRIPT, "abdb x"] + paths,
+                                  capture_output=True, text=True)
+
+    def test_means_ratio_and_moved_steps(self):
+        def row(m, us, g1, g2):
+            return {"M": m, "tuned_us": us, "tuned_steps_us": {"gemm1": g1, "gemm2": g2}}
+        old = [row(8, 100.0, 60.0, 40.0), row(64, 300.0, 200.0, 100.0), row(8, 102.0, 60.0, 42.0)]
+        new = [row(8, 90.0, 59.0, 31.0), row(8, 92.0, 61.0, 31.0), row(64, 303.0, 203.0, 100.0)]
+        r = self.run_script(old, new)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertEqual(lines[0], "== abdb x M=8: old 100.0 102.0 (mean 101.0) new 90.0 92.0 "
+                                   "(mean 91.0) new/old %.3f; gemm2 41.0 -> 31.0; gemm1 60.0 -> 60.0"
+                         % (91.0 / 101.0))
+        self.assertTrue(lines[1].startswith("== abdb x M=64: old 300.0 (mean 300.0) new 303.0 "
+                                            "(mean 303.0) new/old 1.010; gemm1 200.0 -> 203.0"))
+
+    def test_side_without_tuned_times(self):
+        r = self.run_script([{"M": 8, "tuned_us": None}], [{"M": 8, "tuned_us": 5.0}])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("a side has no tuned times", r.stderr)
 
 
 if __name__ == "__main__":
