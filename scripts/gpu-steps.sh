@@ -54,7 +54,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh
 mkdir -p "$out/steps"
-shipped=db/tuned/nvidia-h200.db
+# The database the steps start from (relative to the repository root):
+# MT_STEPS_DB, default the shipped one.
+shipped=${MT_STEPS_DB:-db/tuned/nvidia-h200.db}
 problems=("qwen3-30b-a3b|--preset qwen3-30b-a3b" "dsv2-lite|--preset dsv2-lite"
           "mixtral-8x7b|--preset mixtral-8x7b" "qwen3-30b-a3b-fp8|--preset qwen3-30b-a3b --quant fp8-block"
           "dsv3-tp8-fp8|--preset dsv3 --tp 8 --quant fp8-block")
