@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
-"""The A/B of two sides' tuned pipelines (scripts/gpu-steps.sh ab_sides):
-moetune bench JSON lines of the old side and the new, any number of runs
-per M. Prints a line per M: each side's runs (tuned_us), their means, the
-ratio new / old, and the steps of the new side that moved most.
+"""The A/B of two sides' pipelines: moetune bench JSON lines of the old side
+and the new, any number of runs per M (scripts/gpu-steps.sh ab_sides: the
+tuned pipelines; scripts/gpu-ab.sh: the untuned defaults, FIELD default_us).
+Prints a line per M: each side's runs of FIELD (default tuned_us), their
+means, the ratio new / old, and for the tuned pipelines the steps that moved
+most.
 
-    ab-summary.py LABEL OLD.json NEW.json
+    ab-summary.py LABEL OLD.json NEW.json [FIELD]
 """
 import collections
 import json
 import sys
 
 
-def runs(path):
+def runs(path, field):
     by_m = collections.defaultdict(list)
     with open(path) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
-                if r.get("tuned_us") is not None:
+                if r.get(field) is not None:
                     by_m[r["M"]].append(r)
     return by_m
 
@@ -27,18 +29,19 @@ def mean(xs):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) not in (4, 5):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    label, old, new = argv[1], runs(argv[2]), runs(argv[3])
+    field = argv[4] if len(argv) == 5 else "tuned_us"
+    label, old, new = argv[1], runs(argv[2], field), runs(argv[3], field)
     if not old or not new:
-        print(f"== {label}: a side has no tuned times", file=sys.stderr)
+        print(f"== {label}: a side has no {field}", file=sys.stderr)
         return 1
     for m in sorted(set(old) & set(new)):
-        a = [r["tuned_us"] for r in old[m]]
-        b = [r["tuned_us"] for r in new[m]]
+        a = [r[field] for r in old[m]]
+        b = [r[field] for r in new[m]]
         steps = []
-        for step in new[m][0].get("tuned_steps_us") or {}:
+        for step in (new[m][0].get("tuned_steps_us") or {}) if field == "tuned_us" else {}:
             sa = [r["tuned_steps_us"][step] for r in old[m] if step in (r.get("tuned_steps_us") or {})]
             sb = [r["tuned_steps_us"][step] for r in new[m]]
             if sa:

@@ -29,5 +29,7 @@ for spec in "${runs[@]}"; do
     echo "== A/B $name ($side templates): exit $r"
     [ $r = 0 ] || { rc=1; tail -3 "$out/ab-$name-$side.log"; }
   done
+  python3 scripts/ab-summary.py "A/B $name (base -> new templates)" "$out/ab-$name-base.json" \
+    "$out/ab-$name-new.json" default_us || rc=1
 done
 exit $rc

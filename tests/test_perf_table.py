@@ -323,7 +323,7 @@ class TestAbSummary(unittest.TestCase):
 
     SCRIPT = os.path.join(ROOT, "scripts", "ab-summary.py")
 
-    def run_script(self, old, new):
+    def run_script(self, old, new, *field):
         import subprocess
         import tempfile
         with tempfile.TemporaryDirectory() as d:
@@ -332,7 +332,7 @@ class TestAbSummary(unittest.TestCase):
                 paths.append(os.path.join(d, name + ".json"))
                 with open(paths[-1], "w") as f:
                     f.writelines(json.dumps(r) + "\n" for r in rows)
-            return subprocess.run(["python3", self.SCRIPT, "abdb x"] + paths,
+            return subprocess.run(["python3", self.SCRIPT, "abdb x"] + paths + list(field),
                                   capture_output=True, text=True)
 
     def test_means_ratio_and_moved_steps(self):
@@ -353,7 +353,15 @@ class TestAbSummary(unittest.TestCase):
     def test_side_without_tuned_times(self):
         r = self.run_script([{"M": 8, "tuned_us": None}], [{"M": 8, "tuned_us": 5.0}])
         self.assertEqual(r.returncode, 1)
-        self.assertIn("a side has no tuned times", r.stderr)
+        self.assertIn("a side has no tuned_us", r.stderr)
+
+    def test_other_field(self):
+        """gpu-ab.sh's untuned defaults: default_us, no steps."""
+        old = [{"M": 4, "default_us": 10.0, "tuned_us": None}]
+        new = [{"M": 4, "default_us": 9.0, "tuned_us": None, "tuned_steps_us": {"gemm1": 1.0}}]
+        r = self.run_script(old, new, "default_us")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "== abdb x M=4: old 10.0 (mean 10.0) new 9.0 (mean 9.0) new/old 0.900\n")
 
 
 if __name__ == "__main__":
