@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 35's device call 2: the templates of the branch s35-idle-wg
-# (a49f8cf, as a patch: idle-wg.patch beside this file) applied to main's
-# working tree, staged with MT_STAGE_GZIP=1 MT_STAGE_BASE=HEAD
+# (a49f8cf; on main since aa57a5c) applied to main's working tree at
+# e475dd0, staged with MT_STAGE_GZIP=1 MT_STAGE_BASE=HEAD
 # scripts/gpu-prepare.sh (main's templates as the base), carry [".gpu"]:
 #   bash docs/measurements/2026-12-05-s35/device-call2.sh
 # A computing warpgroup whose 64 rows are all padding skips its MMAs.
