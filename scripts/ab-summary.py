@@ -10,11 +10,14 @@ most.
 """
 import collections
 import json
+import os
 import sys
 
 
 def runs(path, field):
     by_m = collections.defaultdict(list)
+    if not os.path.exists(path):   # every run of that side failed
+        return by_m
     with open(path) as f:
         for line in f:
             if line.strip():
@@ -22,6 +25,11 @@ def runs(path, field):
                 if r.get(field) is not None:
                     by_m[r["M"]].append(r)
     return by_m
+
+
+def step_times(rows, step):
+    """A step's times over the runs that report it (a run may have none)."""
+    return [r["tuned_steps_us"][step] for r in rows if step in (r.get("tuned_steps_us") or {})]
 
 
 def mean(xs):
@@ -37,14 +45,15 @@ def main(argv):
     if not old or not new:
         print(f"== {label}: a side has no {field}", file=sys.stderr)
         return 1
+    for m in sorted(set(old) ^ set(new)):
+        print(f"== {label} M={m}: only the {'old' if m in old else 'new'} side has {field}")
     for m in sorted(set(old) & set(new)):
         a = [r[field] for r in old[m]]
         b = [r[field] for r in new[m]]
         steps = []
         for step in (new[m][0].get("tuned_steps_us") or {}) if field == "tuned_us" else {}:
-            sa = [r["tuned_steps_us"][step] for r in old[m] if step in (r.get("tuned_steps_us") or {})]
-            sb = [r["tuned_steps_us"][step] for r in new[m]]
-            if sa:
+            sa, sb = step_times(old[m], step), step_times(new[m], step)
+            if sa and sb:
                 steps.append((abs(mean(sb) - mean(sa)), f"{step} {mean(sa):.1f} -> {mean(sb):.1f}"))
         moved = "; ".join(t for _, t in sorted(steps, reverse=True)[:2])
         print(f"== {label} M={m}: old {' '.join(f'{x:.1f}' for x in a)} (mean {mean(a):.1f}) "

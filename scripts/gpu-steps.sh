@@ -11,23 +11,24 @@
 #            warpgroup-MMA tiles, the swapped, chunked and mma.sync split
 #            tiles of gpu_moe, and gpu_quant's swapped tiles).
 #   retune   every point of the five problems tuned again, from a copy of
-#            the shipped database put at $OUT/nvidia-h200.db (gpu-bench-all.sh
+#            the start database (below) put at $OUT/nvidia-h200.db (gpu-bench-all.sh
 #            MT_BENCH_PHASE=tune-only with MT_TUNE_RETUNE=1; MT_TUNE_BUDGET,
 #            MT_TUNE_CANDIDATES as there, defaults 335 and 3).
-#   bench    the table against the peer on the shipped database
+#   bench    the table against the peer on the shipped database (MT_BENCH_DB)
 #            (gpu-bench-all.sh, MT_BENCH_REPS 10, one candidate, MT_BENCH_BUDGET
 #            default 175).
-#   runtime  gpu_runtime on the shipped database (MT_SHIPPED_DB).
+#   runtime  gpu_runtime on the start database (as MT_SHIPPED_DB).
 #   abdb     the tuned pipelines of .gpu/old.db (MT_AB_OLD_DB) against the
-#            shipped database's (MT_AB_NEW_DB: $OUT/nvidia-h200.db after a
+#            start database's (MT_AB_NEW_DB: $OUT/nvidia-h200.db after a
 #            retune in the same call, to time the retune against what it
-#            replaces) at MT_AB_M (default 8, 64, 256, 2048), alternating
-#            per problem, the peer's experts hit (as the tables; before
-#            session 25, the usual seeds).
+#            replaces) at MT_AB_M (default 8, 64, 256, 2048), per problem
+#            in the order MT_AB_ORDER (default "old new new old"), the
+#            peer's experts hit (as the tables; before session 25, the
+#            usual seeds); scripts/ab-summary.py prints each M's means.
 #   abbin    the shipped database's tuned pipelines run by another build,
 #            .gpu/bin-old/moetune (gpu-prepare.sh with MT_STAGE_OLD=COMMIT;
 #            for a runtime change: launches, workspace),
-#            against this one's, alternating per problem, at MT_AB_M (default
+#            against this one's, in the same order, at MT_AB_M (default
 #            1,8,32,64,256,1024,4096), the peer's experts hit; this build's
 #            side on MT_AB_NEW_DB where set (after a retune in the same call:
 #            the old build and database against the new ones). The ab steps
@@ -54,9 +55,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-env.sh
 mkdir -p "$out/steps"
-# The database the steps start from (relative to the repository root):
-# MT_STEPS_DB, default the shipped one.
+# The start database (a path relative to the repository root): MT_STEPS_DB,
+# default the shipped one.
 shipped=${MT_STEPS_DB:-db/tuned/nvidia-h200.db}
+[[ "$shipped" != /* ]] || { echo "gpu-steps.sh: MT_STEPS_DB must be relative to the repository root" >&2; exit 2; }
+for side in ${MT_AB_ORDER:-}; do
+  [ "$side" = old ] || [ "$side" = new ] ||
+    { echo "gpu-steps.sh: MT_AB_ORDER holds '$side': only old and new" >&2; exit 2; }
+done
 problems=("qwen3-30b-a3b|--preset qwen3-30b-a3b" "dsv2-lite|--preset dsv2-lite"
           "mixtral-8x7b|--preset mixtral-8x7b" "qwen3-30b-a3b-fp8|--preset qwen3-30b-a3b --quant fp8-block"
           "dsv3-tp8-fp8|--preset dsv3 --tp 8 --quant fp8-block")

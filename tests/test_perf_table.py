@@ -15,6 +15,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import tempfile
 import unittest
 from contextlib import redirect_stdout
 
@@ -324,8 +326,6 @@ class TestAbSummary(unittest.TestCase):
     SCRIPT = os.path.join(ROOT, "scripts", "ab-summary.py")
 
     def run_script(self, old, new, *field):
-        import subprocess
-        import tempfile
         with tempfile.TemporaryDirectory() as d:
             paths = []
             for name, rows in (("old", old), ("new", new)):
@@ -354,6 +354,23 @@ class TestAbSummary(unittest.TestCase):
         r = self.run_script([{"M": 8, "tuned_us": None}], [{"M": 8, "tuned_us": 5.0}])
         self.assertEqual(r.returncode, 1)
         self.assertIn("a side has no tuned_us", r.stderr)
+
+    def test_partial_runs(self):
+        """A run without steps, an M on one side only, and a side whose file
+        is missing (every run failed) are reported, not tracebacks."""
+        old = [{"M": 8, "tuned_us": 10.0, "tuned_steps_us": {"gemm1": 6.0}},
+               {"M": 64, "tuned_us": 30.0, "tuned_steps_us": None}]
+        new = [{"M": 8, "tuned_us": 9.0, "tuned_steps_us": {"gemm1": 5.0}},
+               {"M": 8, "tuned_us": 9.5, "tuned_steps_us": None}]
+        r = self.run_script(old, new)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [
+            "== abdb x M=64: only the old side has tuned_us",
+            "== abdb x M=8: old 10.0 (mean 10.0) new 9.0 9.5 (mean 9.2) new/old 0.925; gemm1 6.0 -> 5.0"])
+        missing = subprocess.run(["python3", self.SCRIPT, "x", "/nonexistent/old.json", "/nonexistent/new.json"],
+                                 capture_output=True, text=True)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("a side has no tuned_us", missing.stderr)
 
     def test_other_field(self):
         """gpu-ab.sh's untuned defaults: default_us, no steps."""
