@@ -62,7 +62,7 @@ typedef struct opts {
     int npos;
     const char *sku, *out, *vllm, *hash, *E_text;
     int64_t E;   /* --E as a number (run_sub): 0 when not given */
-    int images, vllm_flag, dry_run, history, help;
+    int images, vllm_flag, dry_run, compile, history, help;
 } opts;
 
 /* vllm_value: "--vllm" takes a folder (export) rather than being a flag. */
@@ -102,6 +102,8 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
             o->vllm_flag = 1;
         else if (!strcmp(a, "--dry-run"))
             o->dry_run = 1;
+        else if (!strcmp(a, "--compile"))
+            o->compile = 1;
         else if (!strcmp(a, "--history"))
             o->history = 1;
     }
@@ -354,7 +356,7 @@ static void print_line(const char *line, void *ctx)
 /* A command over one database and the templates the tuner uses: open both
  * (the database read-only for a dry run), then job(), whose status is the
  * exit code's. */
-typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, int dry_run);
+typedef int (*template_job)(mt_db *db, mt_gen *g, const char *path, const opts *o);
 
 static int run_with_templates(const opts *o, template_job job)
 {
@@ -366,19 +368,22 @@ static int run_with_templates(const opts *o, template_job job)
         mt_gen_close(g);
         return MT_EXIT_FAIL;
     }
-    int rc = job(db, g, o->pos[0], o->dry_run);
+    int rc = job(db, g, o->pos[0], o);
     mt_gen_close(g);
     mt_db_close(db);
     return rc;
 }
 
-static int refresh_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
+static int refresh_job(mt_db *db, mt_gen *g, const char *path, const opts *o)
 {
     mt_refresh_stats s;
-    char msg[1024];
-    mt_status st = mt_refresh_kernels(db, g, dry_run, print_line, NULL, &s, msg, sizeof msg);
-    printf("%s: kernels %d current, %d %s, %d changed, %d not of these templates\n", path, s.current,
-           s.refreshed, dry_run ? "would be refreshed" : "refreshed", s.changed, s.unknown);
+    char msg[1024], by_image[64] = "";
+    const unsigned flags = (o->dry_run ? MT_REFRESH_DRY_RUN : 0u) | (o->compile ? MT_REFRESH_COMPILE : 0u);
+    mt_status st = mt_refresh_kernels(db, g, flags, print_line, NULL, &s, msg, sizeof msg);
+    if (o->compile)
+        snprintf(by_image, sizeof by_image, " (%d by their image)", s.by_image);
+    printf("%s: kernels %d current, %d %s%s, %d changed, %d not of these templates\n", path, s.current,
+           s.refreshed, o->dry_run ? "would be refreshed" : "refreshed", by_image, s.changed, s.unknown);
     if (st) {
         fprintf(stderr, "moetune db: refresh %s: %s\n", path, msg);
         return MT_EXIT_FAIL;
@@ -388,8 +393,9 @@ static int refresh_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
 
 static int cmd_refresh(const opts *o) { return run_with_templates(o, refresh_job); }
 
-static int deterministic_job(mt_db *db, mt_gen *g, const char *path, int dry_run)
+static int deterministic_job(mt_db *db, mt_gen *g, const char *path, const opts *o)
 {
+    const int dry_run = o->dry_run;
     mt_deterministic_stats s;
     char msg[1024];
     mt_status st = mt_make_deterministic(db, g, dry_run, print_line, NULL, &s, msg, sizeof msg);
@@ -452,13 +458,17 @@ static const db_sub subs[] = {
      "and unreferenced provenance, and VACUUM. Without filters only the unreferenced rows go. "
      "--dry-run counts only.",
      cmd_prune},
-    {"refresh", "moetune db refresh DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1, ONE_DB,
+    {"refresh", "moetune db refresh DB [--dry-run] [--compile]", OPTS("--dry-run", "--compile"), 0, 1, 1,
+     ONE_DB,
      "Check every stored kernel against the templates the tuner uses (MT_TEMPLATE_PATH, "
      "MT_TEMPLATE_DIR, else the installed ones). A kernel made from older templates whose "
      "variant and source the current templates generate the same, byte for byte, gets the "
      "current template hash, so the runtime no longer reports it as made from other "
      "templates; one whose source changed keeps its hash (tune it again). Nothing is "
-     "compiled or timed. --dry-run reports only.",
+     "timed, and without --compile nothing is compiled. --compile: a kernel whose source "
+     "changed is compiled from the current templates (NVRTC, as the tuner would), and where "
+     "its image comes out byte for byte the stored one (the same machine code), the stored "
+     "source and hash become the current ones and the image stays. --dry-run reports only.",
      cmd_refresh},
     {"deterministic", "moetune db deterministic DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1,
      ONE_DB,

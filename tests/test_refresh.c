@@ -22,13 +22,15 @@
 #include "tuner/deterministic.h"
 #include "tuner/refresh.h"
 
-/* Store v with source text (NULL: what the templates generate) as made
- * from templates of hash `hash`. */
-static void put(mt_db *db, mt_gen *g, const mt_variant *v, const char *text, const char *hash)
+/* Store v with source text (NULL: what the templates generate) and image
+ * (image_len bytes; NULL: none) as made from templates of hash `hash`. */
+static void put_with_image(mt_db *db, mt_gen *g, const mt_variant *v, const char *text,
+                           const char *hash, const void *image, size_t image_len)
 {
     mt_db_kernel k;
     memset(&k, 0, sizeof k);
     k.variant = *v;
+    k.image = (void *)image, k.image_len = image_len;
     char *src = NULL;
     size_t len = 0;
     if (!text) {
@@ -41,6 +43,11 @@ static void put(mt_db *db, mt_gen *g, const mt_variant *v, const char *text, con
     if (mt_db_put_kernel(db, &k))
         fail_msg("%s", mt_db_errmsg(db));
     free(src);
+}
+
+static void put(mt_db *db, mt_gen *g, const mt_variant *v, const char *text, const char *hash)
+{
+    put_with_image(db, g, v, text, hash, NULL, 0);
 }
 
 /* v's name with a suffix (short names: the reduce family's). */
@@ -80,19 +87,30 @@ static int said(const lines *l, const char *name, const char *what)
     return 0;
 }
 
+/* The reduce family's sm_90a defaults (two or more) and its current
+ * template hash, and a new database file in a folder of its own. */
+static mt_variant *reduce_defaults(mt_gen *g, char now[65])
+{
+    size_t n = 0;
+    mt_variant *v = mt_test_sm90a_defaults(g, "moe_reduce", &n);
+    assert_true(n >= 2);
+    assert_int_equal(mt_gen_template_hash(g, "moe_reduce", now), MT_OK);
+    return v;
+}
+
+static mt_db *new_db(const char *folder, char file[700])
+{
+    snprintf(file, 700, "%s/r.db", mt_test_tmpdir(folder));
+    return mt_fix_open_db(file, MT_DB_CREATE);
+}
+
 static void test_refresh_kernels(void **state)
 {
     (void)state;
     mt_gen *g = mt_test_open_templates();
-    size_t n = 0;
-    mt_variant *v = mt_test_sm90a_defaults(g, "moe_reduce", &n);
-    assert_true(n >= 2);
-    char now[65];
-    assert_int_equal(mt_gen_template_hash(g, "moe_reduce", now), MT_OK);
-    const char *path = mt_test_tmpdir("refresh");
-    char file[700];
-    snprintf(file, sizeof file, "%s/r.db", path);
-    mt_db *db = mt_fix_open_db(file, MT_DB_CREATE);
+    char now[65], file[700];
+    mt_variant *v = reduce_defaults(g, now);
+    mt_db *db = new_db("refresh", file);
     const char *old = "0123456789abcdef";
     mt_variant same = v[0], edited = v[1], other_version = v[0], current = v[0];
     put(db, g, &same, NULL, old);                        /* still generated as it is */
@@ -111,7 +129,7 @@ static void test_refresh_kernels(void **state)
     mt_refresh_stats s;
     lines l = {0};
     char msg[1024];
-    assert_int_equal(mt_refresh_kernels(db, g, 1, keep, &l, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN, keep, &l, &s, msg, sizeof msg), MT_OK);
     assert_int_equal(s.current, 1);
     assert_int_equal(s.refreshed, 1);
     assert_int_equal(s.changed, 1);
@@ -153,6 +171,81 @@ static void test_refresh_kernels(void **state)
     assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_ERR_DB);
     assert_non_null(strstr(msg, "damaged, so no kernel was refreshed"));
     mt_db_close(db);
+    free(v);
+    mt_gen_close(g);
+}
+
+/* MT_REFRESH_COMPILE. Two kernels stored with a source the templates no
+ * longer generate (a line added, as by an edit to a header every kernel
+ * includes): one with the image the current source compiles to, which is
+ * refreshed by its image (source and hash become the current ones, the
+ * image stays), and one with another image, which stays changed. Without
+ * the flag both are changed; a dry run writes nothing. */
+static void test_refresh_by_image(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    char now[65], file[700];
+    mt_variant *v = reduce_defaults(g, now);
+    mt_kernel_binary *b = NULL;
+    assert_int_equal(mt_gen_compile(g, v, 2, &b), MT_OK);
+    mt_db *db = new_db("refresh_image", file);
+    const char *old = "0123456789abcdef";
+    char *edited[2];
+    for (int i = 0; i < 2; i++) {
+        edited[i] = malloc(b[i].source_len + 32);
+        assert_non_null(edited[i]);
+        memcpy(edited[i], b[i].source, b[i].source_len);
+        strcpy(edited[i] + b[i].source_len, "\n// an edit elsewhere\n");
+    }
+    uint8_t *other = malloc(b[1].image_len);
+    assert_non_null(other);
+    memcpy(other, b[1].image, b[1].image_len);
+    other[b[1].image_len / 2] ^= 0x5a;   /* the code changed too */
+    put_with_image(db, g, &v[0], edited[0], old, b[0].image, b[0].image_len);
+    put_with_image(db, g, &v[1], edited[1], old, other, b[1].image_len);
+
+    mt_refresh_stats s;
+    lines l = {0};
+    char msg[1024];
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.changed, 2);
+    assert_int_equal(s.refreshed + s.by_image, 0);
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN | MT_REFRESH_COMPILE, keep, &l, &s, msg,
+                                        sizeof msg), MT_OK);
+    assert_int_equal(s.refreshed, 1);
+    assert_int_equal(s.by_image, 1);
+    assert_int_equal(s.changed, 1);
+    assert_true(said(&l, v[0].name, "compiles to the stored image byte for byte"));
+    assert_true(said(&l, v[1].name, "and another image"));
+    assert_string_equal(origin(db, &v[0]), old);   /* the dry run wrote nothing */
+
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_COMPILE, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.by_image, 1);
+    assert_string_equal(origin(db, &v[0]), now);
+    assert_string_equal(origin(db, &v[1]), old);
+    mt_db_kernel k;
+    assert_int_equal(mt_db_get_kernel(db, v[0].name, v[0].arch, &k), MT_OK);
+    assert_int_equal(k.source_len, b[0].source_len);   /* the current source, the same image */
+    assert_memory_equal(k.source, b[0].source, b[0].source_len);
+    assert_int_equal(k.image_len, b[0].image_len);
+    assert_memory_equal(k.image, b[0].image, b[0].image_len);
+    const char *image_sha = k.image_sha256[0] ? "ok" : "";
+    assert_string_equal(image_sha, "ok");
+    /* The setter only touches the image it was told about. */
+    assert_int_equal(mt_db_set_kernel_source(db, v[1].name, v[1].arch, k.image_sha256, "x", 1, now),
+                     MT_ERR_NOT_FOUND);
+    mt_db_kernel_free(&k);
+    /* Now current by its source; the other one still changed. */
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_COMPILE, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.current, 1);
+    assert_int_equal(s.changed, 1);
+    assert_int_equal(mt_db_verify(db, NULL, NULL, NULL), MT_OK);
+    mt_db_close(db);
+    free(other);
+    free(edited[0]);
+    free(edited[1]);
+    mt_kernel_binaries_free(b, 2);
     free(v);
     mt_gen_close(g);
 }
@@ -279,7 +372,7 @@ static void test_shipped_database(void **state)
     mt_refresh_stats s;
     lines l = {0};
     char msg[1024];
-    assert_int_equal(mt_refresh_kernels(db, g, 1, keep, &l, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN, keep, &l, &s, msg, sizeof msg), MT_OK);
     printf("shipped database: %d kernels current, %d to refresh, %d changed, %d of older "
            "template versions\n", s.current, s.refreshed, s.changed, s.unknown);
     if (s.refreshed)
@@ -300,6 +393,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refresh_kernels),
+        cmocka_unit_test(test_refresh_by_image),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_refresh_added_parameter),
         cmocka_unit_test(test_shipped_database),
