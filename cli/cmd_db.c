@@ -377,13 +377,13 @@ static int run_with_templates(const opts *o, template_job job)
 static int refresh_job(mt_db *db, mt_gen *g, const char *path, const opts *o)
 {
     mt_refresh_stats s;
-    char msg[1024], by_image[64] = "";
+    char msg[1024], same_code[64] = "";
     const unsigned flags = (o->dry_run ? MT_REFRESH_DRY_RUN : 0u) | (o->compile ? MT_REFRESH_COMPILE : 0u);
     mt_status st = mt_refresh_kernels(db, g, flags, print_line, NULL, &s, msg, sizeof msg);
     if (o->compile)
-        snprintf(by_image, sizeof by_image, " (%d by their image)", s.by_image);
+        snprintf(same_code, sizeof same_code, " (%d by their code)", s.same_code);
     printf("%s: kernels %d current, %d %s%s, %d changed, %d not of these templates\n", path, s.current,
-           s.refreshed, o->dry_run ? "would be refreshed" : "refreshed", by_image, s.changed, s.unknown);
+           s.refreshed, o->dry_run ? "would be refreshed" : "refreshed", same_code, s.changed, s.unknown);
     if (st) {
         fprintf(stderr, "moetune db: refresh %s: %s\n", path, msg);
         return MT_EXIT_FAIL;
@@ -467,8 +467,8 @@ static const db_sub subs[] = {
      "templates; one whose source changed keeps its hash (tune it again). Nothing is "
      "timed, and without --compile nothing is compiled. --compile: a kernel whose source "
      "changed is compiled from the current templates (NVRTC, as the tuner would), and where "
-     "its image comes out byte for byte the stored one (the same machine code), the stored "
-     "source and hash become the current ones and the image stays. --dry-run reports only.",
+     "its image holds the stored one's code byte for byte (line tables aside), the new source "
+     "and image replace the stored ones with the current hash. --dry-run reports only.",
      cmd_refresh},
     {"deterministic", "moetune db deterministic DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1,
      ONE_DB,

@@ -251,56 +251,31 @@ mt_status mt_db_kernel_origin(mt_db *db, const char *name, const char *arch, cha
     return st;
 }
 
-/* One kernel row's template hash, and with source (source_len bytes) its
- * source and source SHA-256 too, where (name, arch) and the column `by`
- * ("source_sha256" or "image_sha256") equal sha. One transaction. */
-static mt_status update_kernel(mt_db *db, const char *name, const char *arch, const char *by,
-                               const char *sha, const char *source, size_t source_len,
-                               const char *template_hash)
-{
-    char sql[200], source_sha[65];
-    snprintf(sql, sizeof sql, "UPDATE kernel SET template_hash = ?4%s WHERE name = ?1 AND arch = ?2 AND %s = ?3",
-             source ? ", source = ?5, source_sha256 = ?6" : "", by);
-    mt_status st = mt_db__begin(db);
-    if (st)
-        return st;
-    sqlite3_stmt *s = NULL;
-    if ((st = mt_db__prepare(db, sql, &s)))
-        goto fail;
-    mt_db__bind_text(s, 1, name);
-    mt_db__bind_text(s, 2, arch);
-    mt_db__bind_text(s, 3, sha);
-    mt_db__bind_text(s, 4, template_hash);
-    if (source) {
-        mt_sha256_hex(source, source_len, source_sha);
-        DB_CHECK(db, sqlite3_bind_text(s, 5, source, (int)source_len, SQLITE_TRANSIENT), "bind source");
-        mt_db__bind_text(s, 6, source_sha);
-    }
-    DB_CHECK(db, sqlite3_step(s), "update kernel");
-    if (sqlite3_changes(db->h) == 0)
-        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s with %s %.12s", name, arch, by, sha);
-fail:
-    sqlite3_finalize(s);
-    return mt_db__end(db, st);
-}
-
 mt_status mt_db_set_kernel_template_hash(mt_db *db, const char *name, const char *arch,
                                         const char *source_sha256, const char *template_hash)
 {
     if (!db || !name || !arch || !source_sha256 || !template_hash || !template_hash[0])
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "set_kernel_template_hash: NULL argument")
                   : MT_ERR_INVALID_ARG;
-    return update_kernel(db, name, arch, "source_sha256", source_sha256, NULL, 0, template_hash);
-}
-
-mt_status mt_db_set_kernel_source(mt_db *db, const char *name, const char *arch, const char *image_sha256,
-                                  const char *source, size_t source_len, const char *template_hash)
-{
-    if (!db || !name || !arch || !image_sha256 || !image_sha256[0] || !source || !template_hash ||
-        !template_hash[0])
-        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "set_kernel_source: NULL argument")
-                  : MT_ERR_INVALID_ARG;
-    return update_kernel(db, name, arch, "image_sha256", image_sha256, source, source_len, template_hash);
+    mt_status st = mt_db__begin(db);
+    if (st)
+        return st;
+    sqlite3_stmt *s = NULL;
+    st = mt_db__prepare(db, "UPDATE kernel SET template_hash = ?4 WHERE name = ?1 AND "
+                            "arch = ?2 AND source_sha256 = ?3", &s);
+    if (st)
+        goto fail;
+    mt_db__bind_text(s, 1, name);
+    mt_db__bind_text(s, 2, arch);
+    mt_db__bind_text(s, 3, source_sha256);
+    mt_db__bind_text(s, 4, template_hash);
+    DB_CHECK(db, sqlite3_step(s), "set kernel template hash");
+    if (sqlite3_changes(db->h) == 0)
+        st = mt_db__fail(db, MT_ERR_NOT_FOUND, "no kernel %s for %s with source %.12s", name,
+                         arch, source_sha256);
+fail:
+    sqlite3_finalize(s);
+    return mt_db__end(db, st);
 }
 
 mt_status mt_db_foreach_kernel(mt_db *db, int with_image,

@@ -4,6 +4,7 @@
 #include "tuner/refresh.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,36 +45,100 @@ static void say(void (*report)(const char *, void *), void *ctx, const stored *s
     report(line, ctx);
 }
 
-typedef enum verdict { V_CURRENT, V_REFRESH, V_SAME_IMAGE, V_CHANGED, V_UNKNOWN } verdict;
+typedef enum verdict { V_CURRENT, V_REFRESH, V_SAME_CODE, V_CHANGED, V_UNKNOWN } verdict;
 
-/* Does cur, compiled now, give the stored image byte for byte? On a match
- * *src (the current source, the caller frees it) is kept for the update. */
-static mt_status same_image(mt_gen *g, const stored *s, const mt_variant *cur, char **src,
-                            size_t *src_len, int *same, char *msg, size_t msg_size)
+/* Read a little-endian field of an ELF64 image (bounds checked by the caller). */
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t x = 0;
+    for (int i = n - 1; i >= 0; i--)
+        x = x << 8 | p[i];
+    return x;
+}
+
+/* SHA-256 of what an image runs: for a cubin (ELF64), its header's flags
+ * (the target) and every section but those that NVRTC's -lineinfo adds for
+ * the tools (.debug_* line tables, .nv_debug_* line maps and PTX text, and
+ * their relocations), by name, type, flags and bytes, so that an edit that
+ * only moves source lines leaves it alone; for PTX, or a cubin this cannot
+ * read, the whole image. */
+static void code_sha256(const uint8_t *img, size_t len, int is_ptx, char hex[65])
+{
+    mt_buf b = {0};
+    const int elf = !is_ptx && len >= 64 && !memcmp(img, "\177ELF", 4) && img[4] == 2 && img[5] == 1;
+    const uint64_t shoff = elf ? le(img + 0x28, 8) : 0;
+    const uint64_t shentsize = elf ? le(img + 0x3a, 2) : 0, shnum = elf ? le(img + 0x3c, 2) : 0,
+                   shstrndx = elf ? le(img + 0x3e, 2) : 0;
+    int ok = elf && shentsize >= 64 && shstrndx < shnum && shoff <= len && shnum <= (len - shoff) / shentsize;
+    const uint8_t *strs = NULL;
+    uint64_t strs_len = 0;
+    if (ok) {
+        const uint8_t *h = img + shoff + shstrndx * shentsize;
+        strs = img + le(h + 0x18, 8), strs_len = le(h + 0x20, 8);
+        ok = le(h + 0x18, 8) <= len && strs_len <= len - le(h + 0x18, 8);
+    }
+    if (ok)
+        mt_buf_append(&b, (const char *)img + 0x30, 4);   /* e_flags */
+    for (uint64_t i = 0; ok && i < shnum; i++) {
+        const uint8_t *h = img + shoff + i * shentsize;
+        const uint64_t name = le(h, 4), type = le(h + 4, 4), off = le(h + 0x18, 8), size = le(h + 0x20, 8);
+        const char *nm = name < strs_len ? (const char *)strs + name : NULL;
+        if (!nm || !memchr(nm, 0, strs_len - name) || (type != 8 && (off > len || size > len - off))) {
+            ok = 0;
+            break;
+        }
+        const char *bare = strncmp(nm, ".rela", 5) ? nm : nm + 5;
+        if (!strncmp(bare, ".debug_", 7) || !strncmp(bare, ".nv_debug_", 10))
+            continue;
+        mt_buf_append(&b, nm, strlen(nm) + 1);
+        mt_buf_append(&b, (const char *)h + 4, 12);   /* type, flags */
+        if (type != 8)                                /* SHT_NOBITS has no bytes */
+            mt_buf_append(&b, (const char *)img + off, size);
+    }
+    if (ok && !b.oom)
+        mt_sha256_hex(b.data, b.len, hex);
+    else
+        mt_sha256_hex(img, len, hex);
+    mt_buf_free(&b);
+}
+
+/* Compile cur; does it run the same code as the stored image? On a match
+ * *out holds the new binary (source and image from the current templates),
+ * for the caller to store and free. */
+static mt_status same_code(mt_db *db, mt_gen *g, const stored *s, const mt_variant *cur,
+                           mt_kernel_binary **out, int *same, char *msg, size_t msg_size)
 {
     *same = 0;
+    *out = NULL;
+    mt_db_kernel k;
+    mt_status st = mt_db_get_kernel(db, s->v.name, s->v.arch, &k);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
     mt_kernel_binary *b = NULL;
-    mt_status st = mt_gen_compile(g, cur, 1, &b);
-    if (st && !b)
+    st = mt_gen_compile(g, cur, 1, &b);
+    if (st && !b) {
+        mt_db_kernel_free(&k);
         return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
-    if (b[0].status == MT_OK && b[0].is_ptx == s->is_ptx) {
-        char sha[65];
-        mt_sha256_hex(b[0].image, b[0].image_len, sha);
-        if (!strcmp(sha, s->image_sha256) && b[0].source) {
-            *src = b[0].source, *src_len = b[0].source_len;
-            b[0].source = NULL;
-            *same = 1;
-        }
     }
-    mt_kernel_binaries_free(b, 1);
+    if (b[0].status == MT_OK && k.image && b[0].is_ptx == k.is_ptx) {
+        char was[65], now[65];
+        code_sha256(k.image, k.image_len, k.is_ptx, was);
+        code_sha256(b[0].image, b[0].image_len, b[0].is_ptx, now);
+        *same = !strcmp(was, now);
+    }
+    mt_db_kernel_free(&k);
+    if (*same)
+        *out = b;
+    else
+        mt_kernel_binaries_free(b, 1);
     return MT_OK;
 }
 
 /* Compare one stored kernel with what g makes of it; *hash gets the
  * family's current template hash. */
-static mt_status judge(mt_gen *g, const stored *s, unsigned flags, char hash[65], verdict *out,
-                       char **new_src, size_t *new_len, void (*report)(const char *, void *), void *ctx,
-                       char *msg, size_t msg_size)
+static mt_status judge(mt_db *db, mt_gen *g, const stored *s, unsigned flags, char hash[65],
+                       verdict *out, mt_kernel_binary **rebuilt, void (*report)(const char *, void *),
+                       void *ctx, char *msg, size_t msg_size)
 {
     mt_status st = mt_gen_template_hash(g, s->v.family, hash);
     if (st == MT_ERR_NOT_FOUND) {
@@ -124,18 +189,18 @@ static mt_status judge(mt_gen *g, const stored *s, unsigned flags, char hash[65]
     if (strcmp(sha, s->source_sha256)) {
         int same = 0;
         if ((flags & MT_REFRESH_COMPILE) && s->image_sha256[0] &&
-            (st = same_image(g, s, &cur, new_src, new_len, &same, msg, msg_size)))
+            (st = same_code(db, g, s, &cur, rebuilt, &same, msg, msg_size)))
             return st;
         if (same) {
             say(report, ctx, s, "another source (sha256 %.12s, stored %.12s) that compiles to the "
-                "stored image byte for byte: template hash %.12s -> %.12s", sha, s->source_sha256,
-                s->template_hash, hash);
-            *out = V_SAME_IMAGE;
+                "same code as the stored image (line tables aside): template hash %.12s -> %.12s",
+                sha, s->source_sha256, s->template_hash, hash);
+            *out = V_SAME_CODE;
             return MT_OK;
         }
         say(report, ctx, s, "the current templates generate another source (sha256 %.12s, "
             "stored %.12s)%s", sha, s->source_sha256,
-            (flags & MT_REFRESH_COMPILE) && s->image_sha256[0] ? ", and another image" : "");
+            (flags & MT_REFRESH_COMPILE) && s->image_sha256[0] ? ", and other code" : "");
         *out = V_CHANGED;
         return MT_OK;
     }
@@ -168,26 +233,31 @@ mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, unsigned flags,
     for (size_t i = 0; i < l.len / sizeof *all && !st; i++) {
         const stored *s = &all[i];
         char hash[65];
-        verdict v;
-        char *src = NULL;
-        size_t len = 0;
-        st = judge(g, s, flags, hash, &v, &src, &len, report, ctx, msg, msg_size);
+        verdict v = V_UNKNOWN;
+        mt_kernel_binary *rebuilt = NULL;
+        st = judge(db, g, s, flags, hash, &v, &rebuilt, report, ctx, msg, msg_size);
         if (!st && !(flags & MT_REFRESH_DRY_RUN)) {
-            if (v == V_REFRESH)
+            if (v == V_REFRESH) {
                 st = mt_db_set_kernel_template_hash(db, s->v.name, s->v.arch, s->source_sha256, hash);
-            else if (v == V_SAME_IMAGE)
-                st = mt_db_set_kernel_source(db, s->v.name, s->v.arch, s->image_sha256, src, len, hash);
+            } else if (v == V_SAME_CODE) {
+                mt_db_kernel k = {.variant = rebuilt->variant, .source = rebuilt->source,
+                                  .source_len = rebuilt->source_len, .image = rebuilt->image,
+                                  .image_len = rebuilt->image_len, .is_ptx = rebuilt->is_ptx};
+                mt_strlcpy(k.template_hash, hash, sizeof k.template_hash);
+                st = mt_db_put_kernel(db, &k);
+            }
             if (st)
                 mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
         }
-        free(src);
+        if (rebuilt)
+            mt_kernel_binaries_free(rebuilt, 1);
         if (st)
             break;
-        stats->by_image += v == V_SAME_IMAGE;
-        (*(v == V_CURRENT                         ? &stats->current
-           : v == V_REFRESH || v == V_SAME_IMAGE ? &stats->refreshed
-           : v == V_CHANGED                       ? &stats->changed
-                                                  : &stats->unknown))++;
+        stats->same_code += v == V_SAME_CODE;
+        (*(v == V_CURRENT                        ? &stats->current
+           : v == V_REFRESH || v == V_SAME_CODE ? &stats->refreshed
+           : v == V_CHANGED                      ? &stats->changed
+                                                 : &stats->unknown))++;
     }
     mt_buf_free(&l);
     return st;

@@ -7,11 +7,12 @@
  * out of the current templates the same, byte for byte, is still what they
  * generate: its hash is set to the current one. With MT_REFRESH_COMPILE, a
  * kernel whose source changed (an edit to a header every kernel includes)
- * is compiled from the current templates, and where the image comes out
- * the same byte for byte as the stored one (the same machine code, so the
- * same results and times), the stored source and hash are replaced by the
- * current ones and the image kept. Kernels whose source or image did
- * change keep theirs, and are tuned again.
+ * is compiled from the current templates, and where the image holds the
+ * same code as the stored one, byte for byte but for the line tables that
+ * -lineinfo adds (which move with every line of the source), so the same
+ * results and times, the new source and image replace the stored ones
+ * with the current hash. Kernels whose source and code did change keep
+ * theirs, and are tuned again.
  *
  * May call: gen (resolve, source, template hash, compile), db.
  */
@@ -25,13 +26,13 @@
 /* mt_refresh_kernels' flags */
 enum {
     MT_REFRESH_DRY_RUN = 1,   /* count and report only */
-    MT_REFRESH_COMPILE = 2,   /* compile the kernels whose source changed, compare the images */
+    MT_REFRESH_COMPILE = 2,   /* compile the kernels whose source changed, compare their code */
 };
 
 typedef struct mt_refresh_stats {
     int current;     /* already of the current templates */
-    int refreshed;   /* same variant and source (or image): its hash brought up to date */
-    int by_image;    /* of those, with another source and the same image (MT_REFRESH_COMPILE) */
+    int refreshed;   /* same variant and source (or code): brought up to date */
+    int same_code;   /* of those, another source of the same code (MT_REFRESH_COMPILE) */
     int changed;     /* the current templates make another variant text or source */
     int unknown;     /* not a variant of the current templates (family, name or version) */
 } mt_refresh_stats;

@@ -274,14 +274,6 @@ mt_status mt_db_foreach_entry(mt_db *db, const mt_db_filter *filter,
  * that name, arch and source is stored. One transaction. */
 mt_status mt_db_set_kernel_template_hash(mt_db *db, const char *name, const char *arch,
                                         const char *source_sha256, const char *template_hash);
-/* Record that kernel (name, arch), whose stored image has SHA-256
- * image_sha256, is what the templates of hash template_hash generate from
- * source (source_len bytes): its source, source SHA-256 and template hash
- * are replaced, its image kept (tuner/refresh.h compiles the source and
- * compares the images first). MT_ERR_NOT_FOUND when no kernel of that
- * name, arch and image is stored. One transaction. */
-mt_status mt_db_set_kernel_source(mt_db *db, const char *name, const char *arch, const char *image_sha256,
-                                  const char *source, size_t source_len, const char *template_hash);
 /* Every kernel (with_image 0: image NULL, image_len 0, hashes still set). */
 mt_status mt_db_foreach_kernel(mt_db *db, int with_image,
                                int (*cb)(const mt_db_kernel *k, void *ctx), void *ctx);
