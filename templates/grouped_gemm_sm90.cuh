@@ -641,6 +641,37 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
     }
 }
 
+/* Does computing warpgroup wg have a token row in tile t? An unswapped
+ * tile of two computing warpgroups gives each 64 of its rows, and the last
+ * row block of an expert whose tokens are not a multiple of 128 may leave
+ * the second one padding rows only. In the "sync" and "ws" loops such a
+ * warpgroup skips its MMAs and the fold of its sums for the tile
+ * (compute_tile_by, the "sync" loop), so that the other one has the tensor
+ * cores alone; a CTA there has one tile, and this read of the tile's rows
+ * hides under the pipeline's fill. The persistent loops do not ask (they
+ * pass true): there the read sat between tile_of and each tile's first
+ * MMA. The sums a skipping warpgroup stages stay at clear_sums' zeros (acc,
+ * or in the block modes facc: their acc keeps the last tile's products,
+ * which the skipped fold would have added), and no row of it is written
+ * (write_tile: a missing row has no output row). Padding rows come last in
+ * a block, so the warpgroup's first row tells. Swapped tiles (whose
+ * warpgroups split the weight rows) and tiles of one computing warpgroup
+ * always have rows. Lane 0's answer, shuffled to the warp, so that ptxas
+ * sees a value the same in every lane of the warp (as the warpgroup
+ * index): the MMAs it guards are then not on a divergent path (which
+ * serializes them, C7520). */
+template <class Cfg> __device__ __forceinline__ bool wg_has_rows(const mt_gemm_args &a, const tile_rows &t, int wg)
+{
+    if constexpr (Cfg::SWAP || Cfg::BM <= 64) {
+        return true;
+    } else {
+        int64_t arow, crow;
+        int slot;
+        const bool has = tile_row<Cfg>(a, t, wg * 64, &arow, &crow, &slot);
+        return __shfl_sync(0xffffffffu, has ? 1 : 0, 0) != 0;
+    }
+}
+
 /* A computing warpgroup's MMAs over one output tile's K tiles kt0 ..
  * kt_end - 1 ("ws", "persist"; `it` and the range as in copy_tile). A stage goes back to the copiers once
  * its MMAs are done: in the block modes, which wait for them to fold the
@@ -648,14 +679,28 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * MMA group stays in flight),
  * the last one after the final wait. give_back(stage) hands it back: an
  * arrival on the stage's `empty` (compute_tile), and for a CTA pair on the
- * peer's too (grouped_gemm_sm90_chunked.cuh). */
+ * peer's too (grouped_gemm_sm90_chunked.cuh). has_rows false (wg_has_rows):
+ * a warpgroup of padding rows waits for each stage and gives it straight
+ * back, with no MMAs and no fold, so that the stages come and go as they
+ * do for the other warpgroup and its sums stay as they were cleared. */
 template <class Cfg, class AccT, class FAccT, class Scales, class GiveBack>
 __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &bs,
                                                 const unsigned char *sA, const unsigned char *sB,
                                                 uint64_t *full, const GiveBack &give_back, int wg,
-                                                int kt_end, int it, int kt0 = 0)
+                                                bool has_rows, int kt_end, int it, int kt0 = 0)
 {
     using S = sm90_shape<Cfg>;
+    if (!has_rows) {
+        /* Kept rolled: unrolled, ptxas rebuilt the cleared sums at the exit
+         * of each copy (700 instructions more in a block-scaled tile). */
+#pragma unroll 1
+        for (int kt = kt0; kt < kt_end; kt++, it++) {
+            const int stage = it % Cfg::STAGES;
+            mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
+            give_back(stage);
+        }
+        return;
+    }
     for (int kt = kt0; kt < kt_end; kt++, it++) {
         const int stage = it % Cfg::STAGES;
         mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
@@ -680,10 +725,10 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
 template <class Cfg, class AccT, class FAccT, class Scales>
 __device__ __forceinline__ void compute_tile(AccT &acc, FAccT &facc, Scales &bs, const unsigned char *sA,
                                              const unsigned char *sB, uint64_t *full, uint64_t *empty,
-                                             int wg, int kt_end, int it, int kt0 = 0)
+                                             int wg, bool has_rows, int kt_end, int it, int kt0 = 0)
 {
     compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, [&](int stage) { mbar_arrive(&empty[stage]); }, wg,
-                         kt_end, it, kt0);
+                         has_rows, kt_end, it, kt0);
 }
 
 /* Under a.pdl_early the routing was final before the step ahead of this
@@ -790,6 +835,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         if (!tile_of<Cfg>(a, blockIdx.x, &t, &nb))
             return;
         clear();
+        /* A warpgroup of padding rows (wg_has_rows) still copies and meets
+         * every barrier; it skips only its MMAs and the fold. */
+        const bool has_rows = wg_has_rows<Cfg>(a, t, wg);
         sm90_loader<Cfg, S::CONSUMERS> ld;
         ld.init(a, t, nb, tid, arow_table);
         fill_out_rows<Cfg>(a, t, rows_of(0), tid, S::CONSUMERS);
@@ -829,7 +877,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     __syncthreads();
                     if constexpr (S::SYNC_TMA)   /* tile kt's weight tile */
                         mbar_wait(&full[stage], (kt0 / Cfg::STAGES) & 1);
-                    mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+                    if (has_rows)
+                        mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
                     const int nk = kt + Cfg::STAGES - 2;
                     const int ns = (stage + Cfg::STAGES - 2) % Cfg::STAGES;
                     if (nk < k_tiles)
@@ -839,8 +888,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     if constexpr (S::BLOCK) {
                         /* BK is the whole 128-wide scale block: fold every tile. */
                         wgmma_wait<0>();
-                        bs.take(S::stage_scales(sB, stage));
-                        bs.fold(acc, facc);
+                        if (has_rows) {
+                            bs.take(S::stage_scales(sB, stage));
+                            bs.fold(acc, facc);
+                        }
                     } else {
                         wgmma_wait<1>();
                     }
@@ -889,7 +940,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 regs_grow<216>();
             clear();
             with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
-                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, kt1, 0, kt0);
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, wg_has_rows<Cfg>(a, t, wg), kt1, 0,
+                                  kt0);
             });
             /* The fp32 tile overlays the pipeline buffers: no warpgroup may
              * stage its fragments while another one's MMAs still read them.
@@ -976,7 +1028,12 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 const int set = n & 1;
                 clear();
                 with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
-                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, it);
+                    /* Every warpgroup computes (no wg_has_rows): in this
+                     * loop the test's read of the tile's rows would sit
+                     * between tile_of and the tile's first MMA, and with it
+                     * these tiles read up to 16 % slower on the H200
+                     * (docs/PERFORMANCE.md, session 35). */
+                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, k_tiles, it);
                 });
                 it += k_tiles;
                 mbar_wait(&rows_filled[set], (n >> 1) & 1);

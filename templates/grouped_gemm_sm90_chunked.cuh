@@ -242,8 +242,8 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
 template <class Cfg, class AccT, class FAccT, class Scales>
 __device__ __forceinline__ void compute_pair_tile(AccT &acc, FAccT &facc, Scales &bs,
                                                   const unsigned char *sA, const unsigned char *sB,
-                                                  uint64_t *full, uint64_t *empty, int wg, int rank, int lane,
-                                                  int k_tiles, int it)
+                                                  uint64_t *full, uint64_t *empty, int wg, bool wg_rows,
+                                                  int rank, int lane, int k_tiles, int it)
 {
     auto give_back = [&](int stage) {
         mbar_arrive(&empty[stage]);
@@ -251,7 +251,7 @@ __device__ __forceinline__ void compute_pair_tile(AccT &acc, FAccT &facc, Scales
         if (lane == 0)
             mbar_arrive_peer(&empty[stage], rank ^ 1, 32);
     };
-    compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, give_back, wg, k_tiles, it);
+    compute_tile_by<Cfg>(acc, facc, bs, sA, sB, full, give_back, wg, wg_rows, k_tiles, it);
 }
 
 template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_args &a)
@@ -358,11 +358,14 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
         clear_sums<Cfg>(acc, facc);
+        /* Every warpgroup computes (no wg_has_rows: a persistent loop,
+         * grouped_gemm_sm90.cuh's "persist" says why). */
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
             if constexpr (CL == 1)
-                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, k_tiles, n * k_tiles);
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, k_tiles, n * k_tiles);
             else
-                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, rank, lane, k_tiles, n * k_tiles);
+                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, rank, lane, k_tiles,
+                                       n * k_tiles);
         });
         mbar_wait(&rows_filled[set], (n >> 1) & 1);
         const out_rows rows = rows_of(set);

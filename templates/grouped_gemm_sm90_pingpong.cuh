@@ -187,7 +187,9 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
         if (n > 0)
             mbar_wait(&sm.turn[G], ((n - 1) / 2) & 1);
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
-            compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, k_tiles, n * k_tiles);
+            /* A group's tile is 64 rows of its own, not half of a
+             * shared one: it has no padding half to skip (wg_has_rows). */
+            compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, true, k_tiles, n * k_tiles);
         });
         mbar_arrive(&sm.turn[1 - G]);
         /* This group has written its last tile out: its fp32 tile is free. */
