@@ -468,7 +468,8 @@ static const db_sub subs[] = {
      "timed, and without --compile nothing is compiled. --compile: a kernel whose source "
      "changed is compiled from the current templates (NVRTC, as the tuner would), and where "
      "its image holds the stored one's code byte for byte (line tables aside), the new source "
-     "and image replace the stored ones with the current hash. --dry-run reports only.",
+     "and image replace the stored ones with the current hash. --dry-run reports only (its "
+     "compilations still go to the compile cache).",
      cmd_refresh},
     {"deterministic", "moetune db deterministic DB [--dry-run]", OPTS("--dry-run"), 0, 1, 1,
      ONE_DB,

@@ -207,13 +207,40 @@ static mt_gen *shifted_reduce(void)
     return g;
 }
 
-/* MT_REFRESH_COMPILE. Two kernels stored as made by other templates, with
+/* Double the alignment in the section header of the image's first .text.*
+ * section: its bytes stay, the header (not a line table) changes. */
+static void double_text_align(uint8_t *img, size_t len)
+{
+    uint64_t shoff = 0, strs = 0;
+    memcpy(&shoff, img + 0x28, 8);
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shentsize, img + 0x3a, 2);
+    memcpy(&shnum, img + 0x3c, 2);
+    memcpy(&shstrndx, img + 0x3e, 2);
+    assert_true(shoff + (uint64_t)shnum * shentsize <= len && shstrndx < shnum);
+    memcpy(&strs, img + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
+    for (uint16_t i = 0; i < shnum; i++) {
+        uint8_t *h = img + shoff + (uint64_t)i * shentsize;
+        uint32_t name;
+        memcpy(&name, h, 4);
+        if (!strncmp((const char *)img + strs + name, ".text.", 6)) {
+            uint64_t align;
+            memcpy(&align, h + 0x30, 8);
+            align *= 2;
+            memcpy(h + 0x30, &align, 8);
+            return;
+        }
+    }
+    fail_msg("no .text.* section in the image");
+}
+
+/* MT_REFRESH_COMPILE. Kernels stored as made by other templates, with
  * a source the templates no longer generate: one with the image of the
  * reduce family's header with its lines moved (the same code, other line
  * tables), which is brought up to date with the current source and image;
- * one with an image for another target (its ELF flags changed), which
- * stays changed. Without the flag both are changed; a dry run writes
- * nothing. */
+ * one with an image for another target (its ELF flags changed), then one
+ * whose code section has another alignment in its header, which stay
+ * changed. Without the flag both are changed; a dry run writes nothing. */
 static void test_refresh_by_code(void **state)
 {
     (void)state;
@@ -226,9 +253,13 @@ static void test_refresh_by_code(void **state)
     assert_false(b[0].image_len == m[0].image_len && !memcmp(b[0].image, m[0].image, b[0].image_len));
     mt_db *db = new_db("refresh_code", file);
     const char *old = "0123456789abcdef";
+    put_with_image(db, g, &v[0], m[0].source, old, m[0].image, m[0].image_len);
+    uint8_t *aligned = malloc(m[1].image_len);
+    assert_non_null(aligned);
+    memcpy(aligned, m[1].image, m[1].image_len);
+    double_text_align(aligned, m[1].image_len);
     m[1].image[0x30] ^= 0x01;   /* e_flags: another target */
-    for (int i = 0; i < 2; i++)
-        put_with_image(db, g, &v[i], m[i].source, old, m[i].image, m[i].image_len);
+    put_with_image(db, g, &v[1], m[1].source, old, m[1].image, m[1].image_len);
 
     mt_refresh_stats s;
     lines l = {0};
@@ -256,9 +287,15 @@ static void test_refresh_by_code(void **state)
     assert_int_equal(k.image_len, b[0].image_len);
     assert_memory_equal(k.image, b[0].image, b[0].image_len);
     mt_db_kernel_free(&k);
-    /* Now current by its source; the other one still changed. */
+    /* Now current by its source; the other one still changed, and so with
+     * its code section's alignment changed in the header alone. */
     assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_COMPILE, NULL, NULL, &s, msg, sizeof msg), MT_OK);
     assert_int_equal(s.current, 1);
+    assert_int_equal(s.changed, 1);
+    put_with_image(db, g, &v[1], m[1].source, old, aligned, m[1].image_len);
+    free(aligned);
+    assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_COMPILE, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.same_code, 0);
     assert_int_equal(s.changed, 1);
     assert_int_equal(mt_db_verify(db, NULL, NULL, NULL), MT_OK);
     mt_db_close(db);

@@ -59,11 +59,14 @@ static uint64_t le(const uint8_t *p, int n)
 /* SHA-256 of what an image runs: for a cubin (ELF64), its header's flags
  * (the target) and every section but those that NVRTC's -lineinfo adds for
  * the tools (.debug_* line tables, .nv_debug_* line maps and PTX text, and
- * their relocations), by name, type, flags and bytes, so that an edit that
- * only moves source lines leaves it alone; for PTX, or a cubin this cannot
- * read, the whole image. */
+ * their relocations, none of them loaded: no SHF_ALLOC), each by its name,
+ * every field of its header but the name's index and the file offset (so
+ * its size too, which for .nv.shared.* is the static shared memory, before
+ * its bytes), and its bytes; so that an edit that only moves source lines
+ * leaves it alone. For PTX, or a cubin this cannot read, the whole image. */
 static void code_sha256(const uint8_t *img, size_t len, int is_ptx, char hex[65])
 {
+    enum { SHT_NOBITS = 8, SHF_ALLOC = 2 };
     mt_buf b = {0};
     const int elf = !is_ptx && len >= 64 && !memcmp(img, "\177ELF", 4) && img[4] == 2 && img[5] == 1;
     const uint64_t shoff = elf ? le(img + 0x28, 8) : 0;
@@ -74,25 +77,31 @@ static void code_sha256(const uint8_t *img, size_t len, int is_ptx, char hex[65]
     uint64_t strs_len = 0;
     if (ok) {
         const uint8_t *h = img + shoff + shstrndx * shentsize;
-        strs = img + le(h + 0x18, 8), strs_len = le(h + 0x20, 8);
-        ok = le(h + 0x18, 8) <= len && strs_len <= len - le(h + 0x18, 8);
+        const uint64_t at = le(h + 0x18, 8);
+        strs_len = le(h + 0x20, 8);
+        ok = at <= len && strs_len <= len - at;
+        if (ok)
+            strs = img + at;
     }
     if (ok)
         mt_buf_append(&b, (const char *)img + 0x30, 4);   /* e_flags */
     for (uint64_t i = 0; ok && i < shnum; i++) {
         const uint8_t *h = img + shoff + i * shentsize;
-        const uint64_t name = le(h, 4), type = le(h + 4, 4), off = le(h + 0x18, 8), size = le(h + 0x20, 8);
+        const uint64_t name = le(h, 4), type = le(h + 4, 4), flags = le(h + 8, 8), off = le(h + 0x18, 8),
+                       size = le(h + 0x20, 8);
         const char *nm = name < strs_len ? (const char *)strs + name : NULL;
-        if (!nm || !memchr(nm, 0, strs_len - name) || (type != 8 && (off > len || size > len - off))) {
+        if (!nm || !memchr(nm, 0, strs_len - name) ||
+            (type != SHT_NOBITS && (off > len || size > len - off))) {
             ok = 0;
             break;
         }
         const char *bare = strncmp(nm, ".rela", 5) ? nm : nm + 5;
-        if (!strncmp(bare, ".debug_", 7) || !strncmp(bare, ".nv_debug_", 10))
+        if (!(flags & SHF_ALLOC) && (!strncmp(bare, ".debug_", 7) || !strncmp(bare, ".nv_debug_", 10)))
             continue;
         mt_buf_append(&b, nm, strlen(nm) + 1);
-        mt_buf_append(&b, (const char *)h + 4, 12);   /* type, flags */
-        if (type != 8)                                /* SHT_NOBITS has no bytes */
+        mt_buf_append(&b, (const char *)h + 4, 0x14);      /* type, flags, addr */
+        mt_buf_append(&b, (const char *)h + 0x20, 0x20);   /* size, link, info, addralign, entsize */
+        if (type != SHT_NOBITS)
             mt_buf_append(&b, (const char *)img + off, size);
     }
     if (ok && !b.oom)
@@ -104,12 +113,13 @@ static void code_sha256(const uint8_t *img, size_t len, int is_ptx, char hex[65]
 
 /* Compile cur; does it run the same code as the stored image? On a match
  * *out holds the new binary (source and image from the current templates),
- * for the caller to store and free. */
+ * for the caller to store and free; else `other` says how it differs. */
 static mt_status same_code(mt_db *db, mt_gen *g, const stored *s, const mt_variant *cur,
-                           mt_kernel_binary **out, int *same, char *msg, size_t msg_size)
+                           mt_kernel_binary **out, int *same, char other[300], char *msg, size_t msg_size)
 {
     *same = 0;
     *out = NULL;
+    snprintf(other, 300, "other code");
     mt_db_kernel k;
     mt_status st = mt_db_get_kernel(db, s->v.name, s->v.arch, &k);
     if (st)
@@ -120,7 +130,10 @@ static mt_status same_code(mt_db *db, mt_gen *g, const stored *s, const mt_varia
         mt_db_kernel_free(&k);
         return mt_errf(msg, msg_size, st, "%s", mt_gen_errmsg(g));
     }
-    if (b[0].status == MT_OK && k.image && b[0].is_ptx == k.is_ptx) {
+    if (b[0].status != MT_OK) {
+        const char *log = b[0].log && b[0].log[0] ? b[0].log : mt_gen_errmsg(g);
+        snprintf(other, 300, "it does not compile here: %.*s", (int)strcspn(log, "\n"), log);
+    } else if (k.image && b[0].is_ptx == k.is_ptx) {
         char was[65], now[65];
         code_sha256(k.image, k.image_len, k.is_ptx, was);
         code_sha256(b[0].image, b[0].image_len, b[0].is_ptx, now);
@@ -188,8 +201,9 @@ static mt_status judge(mt_db *db, mt_gen *g, const stored *s, unsigned flags, ch
     free(src);
     if (strcmp(sha, s->source_sha256)) {
         int same = 0;
+        char other[300] = "";
         if ((flags & MT_REFRESH_COMPILE) && s->image_sha256[0] &&
-            (st = same_code(db, g, s, &cur, rebuilt, &same, msg, msg_size)))
+            (st = same_code(db, g, s, &cur, rebuilt, &same, other, msg, msg_size)))
             return st;
         if (same) {
             say(report, ctx, s, "another source (sha256 %.12s, stored %.12s) that compiles to the "
@@ -199,8 +213,7 @@ static mt_status judge(mt_db *db, mt_gen *g, const stored *s, unsigned flags, ch
             return MT_OK;
         }
         say(report, ctx, s, "the current templates generate another source (sha256 %.12s, "
-            "stored %.12s)%s", sha, s->source_sha256,
-            (flags & MT_REFRESH_COMPILE) && s->image_sha256[0] ? ", and other code" : "");
+            "stored %.12s)%s%s", sha, s->source_sha256, other[0] ? ", and " : "", other);
         *out = V_CHANGED;
         return MT_OK;
     }
