@@ -650,10 +650,9 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * cores alone; a CTA there has one tile, and this read of the tile's rows
  * hides under the pipeline's fill. The persistent loops do not ask (they
  * pass true): there the read sat between tile_of and each tile's first
- * MMA. The sums a skipping warpgroup stages stay at clear_sums' zeros (acc,
- * or in the block modes facc: their acc keeps the last tile's products,
- * which the skipped fold would have added), and no row of it is written
- * (write_tile: a missing row has no output row). Padding rows come last in
+ * MMA. The sums a skipping warpgroup stages stay at their cleared zeros
+ * (acc, or in the block modes facc, since the fold is skipped too), and no
+ * row of it is written (write_tile: a missing row has no output row). Padding rows come last in
  * a block, so the warpgroup's first row tells. Swapped tiles (whose
  * warpgroups split the weight rows) and tiles of one computing warpgroup
  * always have rows. Lane 0's answer, shuffled to the warp, so that ptxas
