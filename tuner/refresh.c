@@ -15,7 +15,6 @@
 typedef struct stored {
     mt_variant v;
     char template_hash[65], source_sha256[65], image_sha256[65];
-    int is_ptx;
 } stored;
 
 /* Appends each kernel to an mt_buf of `stored` records. */
@@ -26,7 +25,6 @@ static int collect(const mt_db_kernel *k, void *ctx)
     mt_strlcpy(s.template_hash, k->template_hash, sizeof s.template_hash);
     mt_strlcpy(s.source_sha256, k->source_sha256, sizeof s.source_sha256);
     mt_strlcpy(s.image_sha256, k->image_sha256, sizeof s.image_sha256);
-    s.is_ptx = k->is_ptx;
     mt_buf_append(ctx, (const char *)&s, sizeof s);
     return 0;
 }
