@@ -185,6 +185,13 @@ _Static_assert(offsetof(mt_gemm_args, sum_topk) == 188 && offsetof(mt_gemm_args,
                "mt_gemm_args keeps the layout of stored kernels");
 _Static_assert(offsetof(mt_gemv_slot_args, topk_ids) == sizeof(mt_gemm_args),
                "mt_gemv_slot_args keeps the layout of stored kernels");
+/* local_experts came after the rest (the sizes these structs had before
+ * it): a stored kernel built before it reads the prefix it knows. */
+_Static_assert(offsetof(mt_act_args, local_experts) == 80 &&
+                   offsetof(mt_quant_args, local_experts) == 128 &&
+                   offsetof(mt_reduce_args, y_f32) == 72 &&
+                   offsetof(mt_reduce_args, local_experts) == 76,
+               "the act, quant and reduce arguments keep the layout of stored kernels");
 
 /* CTAs per output tile of a GEMM kernel (1: not split-K). */
 static int64_t split_k(const mt_kernel *k) { return mt_variant_int(&k->v, "SPLIT_K", 1); }
@@ -386,7 +393,8 @@ typedef struct ws_layout {
     int64_t zero_words;          /* int32 words from `flags` zeroed before each run */
 } ws_layout;
 
-/* Flag words at the start of the workspace: [0] the align error flag,
+/* Flag words at the start of the workspace: [0] the routing error flag
+ * (a bad topk id or expert_map entry, templates/moe_args.h),
  * [1] num_padded, [2] and [3] the per-tensor amax of the two quant steps.
  * Split-K plans put the tile counters right after them, so that the one
  * memset that clears the flags re-arms the counters too (after a fault
@@ -926,7 +934,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     mt_quant_args qa = {
         .topk_ids = standard && !sorted ? t->topk_ids : NULL, .expert_map = emap,
         .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
-        .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
+        .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
+        .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
     if (w8a8 && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
         mt_quant_args q1 = qa;
         q1.in = t->hidden;
@@ -992,7 +1001,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
                           .expert_map = emap,
                           .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
                           .sorted = mid_rows, .rows = (int32_t)L.rows_mid, .N = (int32_t)p->N,
-                          .num_experts = (int32_t)p->E, .max_tokens = (int32_t)p->max_tokens};
+                          .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
+                          .max_tokens = (int32_t)p->max_tokens};
         const mt_kernel *k = &plan->step[MT_STEP_ACT];
         if ((st = launch(&seq, MT_STEP_ACT, k, elementwise_grid(k, L.rows_mid * (p->N / 8)), &ac, msg,
                          msg_size)))
@@ -1027,7 +1037,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     if (mt_moe_plan_uses(plan, p, MT_STEP_REDUCE) && (steps & MT_STEP_BIT(MT_STEP_REDUCE))) {
         mt_reduce_args rd = {.Y = c3, .out = t->out, .topk_ids = t->topk_ids, .expert_map = emap,
                              .ldy = p->K, .M = (int32_t)p->M, .topk = (int32_t)p->topk,
-                             .K = (int32_t)p->K, .num_experts = (int32_t)p->E};
+                             .K = (int32_t)p->K, .num_experts = (int32_t)p->E,
+                             .local_experts = (int32_t)p->local_E};
         if (sums_f32) {   /* the sums are made: round them, a row per token */
             rd.topk_ids = NULL;
             rd.expert_map = NULL;
@@ -1058,7 +1069,7 @@ mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdevicep
                          .slot_row = (const int32_t *)(uintptr_t)slot_row,
                          .topk_weights = (const float *)(uintptr_t)topk_weights, .ldy = p->K,
                          .M = (int32_t)p->M, .topk = (int32_t)p->topk, .K = (int32_t)p->K,
-                         .num_experts = (int32_t)p->E};
+                         .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E};
     launch_seq seq = launch_seq_start(plan, stream);
     return launch(&seq, MT_STEP_REDUCE, k, elementwise_grid(k, p->M * (p->K / 8)), &rd, msg,
                   msg_size);
@@ -1070,11 +1081,20 @@ mt_status mt_moe_read_error(CUdeviceptr workspace, const mt_problem *p, char *ms
     mt_status st = MT_OK;
     int32_t flag = 0;
     MT_CU_TRY(mt_cu.cuMemcpyDtoH(&flag, workspace, sizeof flag), msg, msg_size);
+    /* The flag's encoding: templates/moe_args.h (mt_align_args). */
     if (flag > 0) {
         int64_t slot = flag - 1;
         return mt_errf(msg, msg_size, MT_ERR_DEVICE_CHECK,
                        "topk_ids[%lld][%lld] is out of range [0, %lld): the slot was dropped",
                        (long long)(slot / p->topk), (long long)(slot % p->topk), (long long)p->E);
+    }
+    if (flag < 0) {
+        int64_t slot = -(int64_t)flag - 1;
+        return mt_errf(msg, msg_size, MT_ERR_DEVICE_CHECK,
+                       "topk_ids[%lld][%lld] names an expert whose expert_map entry is outside "
+                       "[-1, local_E=%lld): the slot was dropped (as one of another rank)",
+                       (long long)(slot / p->topk), (long long)(slot % p->topk),
+                       (long long)p->local_E);
     }
     return MT_OK;
 fail:

@@ -100,9 +100,10 @@ size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 /* Run the experts stage (standard format: the whole fused MoE into t->out
  * [M, K]; batched: [local_E, max_tokens, K] into t->out). Device pointers in
  * t, including the quant mode's scales/zero points (problem.h layouts;
- * static a1/a2 scales when p->quant.static_act_scale). Enqueues only: errors found on the GPU (a topk id out of range) land in
- * the workspace's error flag, read with mt_moe_read_error after the stream
- * has been synchronized. */
+ * static a1/a2 scales when p->quant.static_act_scale). Enqueues only:
+ * errors found on the GPU (a topk id out of range, an expert_map entry
+ * outside [-1, local_E)) land in the workspace's error flag, read with
+ * mt_moe_read_error after the stream has been synchronized. */
 mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
                      CUdeviceptr workspace, size_t workspace_size, CUstream stream, char *msg,
                      size_t msg_size);
@@ -132,7 +133,9 @@ mt_status mt_moe_combine(const mt_moe_plan *plan, const mt_problem *p, CUdevicep
                          CUstream stream, char *msg, size_t msg_size);
 
 /* After the stream is synchronized: MT_OK or MT_ERR_DEVICE_CHECK with the
- * offending slot in the message. Synchronous (copies 4 bytes). */
+ * offending slot in the message, and what was wrong with it (its topk id,
+ * or its expert's expert_map entry; the flag's encoding is in
+ * templates/moe_args.h). Synchronous (copies 4 bytes). */
 mt_status mt_moe_read_error(CUdeviceptr workspace, const mt_problem *p, char *msg,
                             size_t msg_size);
 

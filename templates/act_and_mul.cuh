@@ -2,8 +2,9 @@
  * The activation step between the two GEMMs when it is not fused into
  * GEMM1: out[r, :N] = act(in[r, :N]) * in[r, N:2N], 8 elements per thread
  * with 16-byte loads and stores. Rows that hold no live token (a slot whose
- * expert is on another rank, a batched row past the expert's count, a
- * padding row of the sorted order) are skipped: nothing wrote their input.
+ * expert is on another rank or has an expert_map entry outside
+ * [-1, local_E), a batched row past the expert's count, a padding row of
+ * the sorted order) are skipped: nothing wrote their input.
  */
 #pragma once
 #include "mt_device.cuh"
@@ -24,7 +25,7 @@ template <class T, int ACT> __device__ void act_and_mul(const mt_act_args &a)
         } else if (a.sorted.ids) {
             if (!sorted_row_live(a.sorted, r))
                 continue;
-        } else if (a.topk_ids && !slot_is_local(a.topk_ids, a.expert_map, a.num_experts, r)) {
+        } else if (a.topk_ids && !slot_is_local(a.topk_ids, a.expert_map, a.num_experts, a.local_experts, r)) {
             continue;
         }
         const T *in = static_cast<const T *>(a.in) + (int64_t)r * 2 * a.N + c * 8;

@@ -29,7 +29,7 @@ __device__ __forceinline__ bool quant_row_live(const mt_quant_args &a, int r)
     if (a.sorted.ids)
         return sorted_row_live(a.sorted, r);
     if (a.topk_ids)
-        return slot_is_local(a.topk_ids, a.expert_map, a.num_experts, r);
+        return slot_is_local(a.topk_ids, a.expert_map, a.num_experts, a.local_experts, r);
     return true;
 }
 

@@ -12,8 +12,10 @@
 
 /* Row block b is slot b (token b / topk); its expert is topk_ids[b], mapped
  * through expert_map (NULL: the identity). An id outside [0, num_experts)
- * sets *error_flag to 1 + that slot (as moe_align does) and the slot is
- * dropped; a slot whose expert is not on this rank has no rows. The
+ * sets *error_flag to 1 + that slot, an expert_map entry outside
+ * [-1, local_experts) to -(1 + that slot) (as moe_align does, moe_args.h),
+ * and the slot is dropped; a slot whose expert is not on this rank has no
+ * rows. The
  * gemm.sorted_ids, block_expert and num_padded fields are not read.
  * A GEMM2 with the topk sum in its epilogue ("sum") takes a row block per
  * token instead: the token's topk slots (at most MT_GEMV_SUM_MAX_TOPK),
@@ -24,7 +26,7 @@ typedef struct mt_gemv_slot_args {
     mt_gemm_args gemm;
     const int32_t *topk_ids;     /* [num_slots] */
     const int32_t *expert_map;   /* [num_experts] global -> local, or NULL */
-    int32_t *error_flag;         /* [1] */
+    int32_t *error_flag;         /* [1] as mt_align_args.error_flag */
     int32_t num_experts;
     int32_t local_experts;
     int32_t topk;

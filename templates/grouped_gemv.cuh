@@ -403,8 +403,8 @@ template <class Cfg> __device__ __forceinline__ lane_pair lane_pair_of(const mt_
 }
 
 /* The tile of CTA pid when a row block is one slot (BM = 1, gemv_args.h),
- * in tile_of's order (GROUP_M = 1). A bad id is flagged by the slot's
- * first CTA and the slot dropped. */
+ * in tile_of's order (GROUP_M = 1). A bad id or expert_map entry is
+ * flagged by the slot's first CTA and the slot dropped. */
 template <class Cfg>
 __device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid, tile_rows *t, int *nb)
 {
@@ -416,14 +416,11 @@ __device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid
     t->expert = -1;
     if (slot >= s.gemm.num_slots)
         return false;
-    const int e = s.topk_ids[slot];
-    if (e < 0 || e >= s.num_experts) {
-        if (*nb == 0)
-            atomicCAS(s.error_flag, 0, slot + 1);
-        return false;
-    }
-    t->expert = s.expert_map ? s.expert_map[e] : e;
-    return t->expert >= 0 && t->expert < s.local_experts;
+    route_fault fault;
+    t->expert = slot_expert(s.topk_ids, s.expert_map, s.num_experts, s.local_experts, slot, &fault);
+    if (*nb == 0)
+        flag_bad_slot(s.error_flag, fault, slot);
+    return t->expert >= 0;
 }
 
 /* One CTA's work once its tile is known: the live rows of the block into a
@@ -490,8 +487,9 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
 
 /* GEMM2 with the topk sum in its epilogue (epilogue "sum", BM = 1): CTA pid
  * takes token pid / n_blocks and column block pid % n_blocks, and sums over
- * the token's slots (those on this rank, in slot order; a bad id is flagged
- * and dropped, as in slot_tile_of) w * (A[slot] . B[expert]) into row
+ * the token's slots (those on this rank, in slot order; a bad id or
+ * expert_map entry is flagged and dropped, as in slot_tile_of)
+ * w * (A[slot] . B[expert]) into row
  * `token` of C in fp32, rounded once: the reduce step's result without the
  * [slots, K] round trip and its launch (and without rounding each slot's
  * product to T first). The work of the pair's lanes is the flat list of
@@ -522,15 +520,12 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
         const int slot = token * s.topk + lane;
         int e = -1;
         if (lane < s.topk && lane < MT_GEMV_SUM_MAX_TOPK) {
-            const int id = s.topk_ids[slot];
-            if (id < 0 || id >= s.num_experts) {
-                if (nb == 0)
-                    atomicCAS(s.error_flag, 0, slot + 1);
-            } else {
-                e = s.expert_map ? s.expert_map[id] : id;
-            }
+            route_fault fault;
+            e = slot_expert(s.topk_ids, s.expert_map, s.num_experts, s.local_experts, slot, &fault);
+            if (nb == 0)
+                flag_bad_slot(s.error_flag, fault, slot);
         }
-        const bool live = e >= 0 && e < s.local_experts;
+        const bool live = e >= 0;
         const unsigned mask = __ballot_sync(0xffffffffu, live);
         if (live) {
             const int i = __popc(mask & ((1u << lane) - 1u));

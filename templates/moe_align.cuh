@@ -3,7 +3,9 @@
  * each local expert, pad each expert's rows to a multiple of block_m, and
  * write the slots sorted by expert (sorted_ids), the expert of every row
  * block (block_expert) and the padded row count. A topk id outside [0, E)
- * sets error_flag to 1 + a slot with a bad id and the slot is dropped.
+ * sets error_flag to 1 + a slot with a bad id, an expert_map entry outside
+ * [-1, local_E) to -(1 + a slot of that expert) (the first bad slot found
+ * stays, moe_args.h); either slot is dropped, as one of another rank.
  *
  * Few slots (decode): one CTA does it all in one launch, no grid-wide
  * synchronization. Many slots: one CTA alone spends tens of microseconds
@@ -20,15 +22,16 @@ namespace mt {
 
 constexpr int ALIGN_MAX_EXPERTS = 1024;
 
-__device__ __forceinline__ int align_expert_of(const mt_align_args &a, int s)
+/* The local expert of slot s, or -1 (dropped); a bad slot is flagged
+ * (mt_device.cuh flag_bad_slot). The placing pass re-derives it without
+ * flagging: the counting pass (phase 0 of a grid) has flagged it. */
+__device__ __forceinline__ int align_expert_of(const mt_align_args &a, int s, bool flag)
 {
-    const int e = a.topk_ids[s];
-    if (e < 0 || e >= a.num_experts) {
-        atomicCAS(a.error_flag, 0, s + 1);
-        return -1;
-    }
-    const int le = a.expert_map ? a.expert_map[e] : e;
-    return le >= 0 && le < a.local_experts ? le : -1;
+    route_fault fault;
+    const int le = slot_expert(a.topk_ids, a.expert_map, a.num_experts, a.local_experts, s, &fault);
+    if (flag)
+        flag_bad_slot(a.error_flag, fault, s);
+    return le;
 }
 
 /* Exclusive scan of the padded counts by warp 0 into off[0..LE] (off[LE]
@@ -108,7 +111,7 @@ template <int THREADS> __device__ void moe_align(const mt_align_args &a)
             cnt[i] = 0;
         __syncthreads();
         for (int s = s_begin + tid; s < s_end; s += THREADS) {
-            const int le = align_expert_of(a, s);
+            const int le = align_expert_of(a, s, true);
             if (le >= 0)
                 atomicAdd(&cnt[le], 1);
         }
@@ -143,13 +146,9 @@ template <int THREADS> __device__ void moe_align(const mt_align_args &a)
         cursor[i] += off[i];
     __syncthreads();
     for (int s = s_begin + tid; s < s_end; s += THREADS) {
-        const int e = a.topk_ids[s];
-        if (e < 0 || e >= a.num_experts)
-            continue;
-        const int le = a.expert_map ? a.expert_map[e] : e;
-        if (le < 0 || le >= LE)
-            continue;
-        a.sorted_ids[atomicAdd(&cursor[le], 1)] = s;
+        const int le = align_expert_of(a, s, false);
+        if (le >= 0)
+            a.sorted_ids[atomicAdd(&cursor[le], 1)] = s;
     }
 }
 

@@ -28,14 +28,25 @@ typedef signed char int8_t;
 /* moe_align: route the M*topk slots (slot = token*topk + j) to experts.
  * Writes, per local expert, its slots padded to a multiple of block_m:
  * sorted_ids[i] is a slot or `num_slots` (padding); block_expert[b] is the
- * local expert of rows [b*block_m, (b+1)*block_m), -1 past the end. */
+ * local expert of rows [b*block_m, (b+1)*block_m), -1 past the end.
+ *
+ * The error flag of the standard format (this error_flag, that of the
+ * slot-routed GEMMs, mt_gemv_slot_args; the workspace's first word, which
+ * mt_moe_read_error decodes), zeroed by the launcher before the call:
+ *    0            every slot routed
+ *    1 + slot     the slot's topk id is outside [0, num_experts)
+ *    -(1 + slot)  the slot's expert has an expert_map entry outside
+ *                 [-1, local_experts)
+ * A slot found bad either way is dropped (no rows, nothing in the output,
+ * like a slot of another rank); the first one recorded stays, so the flag
+ * names one bad slot, not every one. */
 typedef struct mt_align_args {
     const int32_t *topk_ids;     /* [num_slots] */
     const int32_t *expert_map;   /* [num_experts] global -> local, or NULL */
     int32_t *sorted_ids;         /* [max_padded] */
     int32_t *block_expert;       /* [max_padded / block_m] */
     int32_t *num_padded;         /* [1] rows used in sorted_ids */
-    int32_t *error_flag;         /* [1] 0, or 1 + first slot with a bad id */
+    int32_t *error_flag;         /* [1] 0, or a bad slot (above) */
     int32_t num_slots;
     int32_t num_experts;         /* global E: valid ids are [0, E) */
     int32_t local_experts;
@@ -168,6 +179,12 @@ typedef struct mt_quant_args {
     int32_t max_tokens;
     int32_t phase;
     mt_sorted_rows sorted;       /* rows in the sorted order, or all NULL (last: see mt_act_args) */
+    /* Set whenever topk_ids is (local_E; == num_experts without a map): a
+     * slot is local when its local id (expert_map entry, or its id) is in
+     * [0, local_experts); an entry outside [-1, local_experts) is bad input
+     * that the routing step flags and drops, so it is not local here
+     * either. Last, as sorted. */
+    int32_t local_experts;
 } mt_quant_args;
 
 /* act_and_mul: out[r, :N] = act(in[r, :N]) * in[r, N:2N] for live rows. */
@@ -184,9 +201,12 @@ typedef struct mt_act_args {
     /* Rows in the sorted order, or all NULL. Last, as the other fields
      * added later: kernels built before them read the same prefix. */
     mt_sorted_rows sorted;
+    /* Local experts, as mt_quant_args.local_experts. */
+    int32_t local_experts;
 } mt_act_args;
 
-/* moe_reduce: out[t, :] = sum_j w(t, j) * Y[row(t, j), :] over local slots;
+/* moe_reduce: out[t, :] = sum_j w(t, j) * Y[row(t, j), :] over local slots
+ * (with topk_ids: map entry in [0, local_experts), as mt_quant_args);
  * row = slot_row ? slot_row[slot] (-1: skip) : slot; w = topk_weights ?
  * topk_weights[slot] : 1. With topk 1 and no ids or weights it rounds the
  * fp32 sums of a summing GEMM2 (y_f32) to T. */
@@ -205,6 +225,8 @@ typedef struct mt_reduce_args {
     /* 1: Y is fp32 (the sums of a summing GEMM2, moe_reduce version 4 and
      * later), else T. Last: kernels built before read the same prefix. */
     int32_t y_f32;
+    /* Local experts, as mt_quant_args.local_experts. Last, as y_f32. */
+    int32_t local_experts;
 } mt_reduce_args;
 
 #endif

@@ -3,7 +3,9 @@
  * slots of w * Y[row], in fp32, rounded once. Standard format: row = slot and
  * the router weight is already applied by GEMM2's epilogue; batched format:
  * slot_row maps each slot to its row of the [E, max_tokens, K] output and the
- * weight is applied here. Slots on other ranks are skipped. Y may also be
+ * weight is applied here. Slots on other ranks are skipped, and so are
+ * slots the routing dropped as bad input (an expert_map entry outside
+ * [-1, local_E): no GEMM wrote their rows this call). Y may also be
  * fp32 (y_f32): a summing GEMM2's per-token sums, which this step, run with
  * topk 1, only rounds to T.
  */
@@ -48,8 +50,8 @@ template <class T, class Y, int UNROLL> __device__ void reduce_rows(const mt_red
             for (int u = 0; u < UNROLL; u++) {
                 const int j = j0 + u, slot = t * a.topk + j;
                 row[u] = -1;
-                if (j < a.topk &&
-                    (!a.topk_ids || slot_is_local(a.topk_ids, a.expert_map, a.num_experts, slot)))
+                if (j < a.topk && (!a.topk_ids || slot_is_local(a.topk_ids, a.expert_map, a.num_experts,
+                                                                 a.local_experts, slot)))
                     row[u] = a.slot_row ? a.slot_row[slot] : slot;
             }
             row8<T, Y> y[UNROLL];

@@ -201,14 +201,55 @@ template <class Q> struct qmax_of;
 template <> struct qmax_of<s8_tag> { static constexpr float value = 127.0f; };
 template <> struct qmax_of<e4m3_tag> { static constexpr float value = 448.0f; };
 
-/* Is the slot's expert on this rank? (standard format, with expert_map) */
-__device__ __forceinline__ bool slot_is_local(const int32_t *topk_ids, const int32_t *expert_map,
-                                              int32_t num_experts, int32_t slot)
+/* Why the standard format's routing drops a slot as bad input: the two
+ * kinds the error flag tells apart (moe_args.h, mt_align_args.error_flag). */
+enum route_fault { ROUTE_OK = 0, ROUTE_BAD_ID = 1, ROUTE_BAD_MAP = 2 };
+
+/* The local expert of a slot, or -1 when it has no rows on this rank: its
+ * expert maps to -1 (another rank's), or the input is bad (*fault says
+ * which): a topk id outside [0, num_experts), or an expert_map entry
+ * outside [-1, local_experts). A bad entry must not count as local: no
+ * GEMM computes such a slot, so a step that took it would read rows
+ * nothing wrote this call. Without expert_map the local id is the global
+ * one; the problem then has local_experts == num_experts (problem.c), so
+ * the bound holds, and it keeps every returned id a valid index of the
+ * per-expert arrays whatever the arguments. */
+__device__ __forceinline__ int32_t slot_expert(const int32_t *topk_ids, const int32_t *expert_map,
+                                               int32_t num_experts, int32_t local_experts,
+                                               int32_t slot, route_fault *fault)
 {
-    int32_t e = topk_ids[slot];
-    if (e < 0 || e >= num_experts)
-        return false;
-    return expert_map ? expert_map[e] >= 0 : true;
+    const int32_t e = topk_ids[slot];
+    *fault = ROUTE_OK;
+    if (e < 0 || e >= num_experts) {
+        *fault = ROUTE_BAD_ID;
+        return -1;
+    }
+    const int32_t le = expert_map ? expert_map[e] : e;
+    if (le < -1 || le >= local_experts) {
+        *fault = ROUTE_BAD_MAP;
+        return -1;
+    }
+    return le;
+}
+
+/* Record a bad slot in the error flag (0 on entry; the first one recorded
+ * stays): 1 + slot for a bad topk id, -(1 + slot) for a bad expert_map
+ * entry, the encoding mt_moe_read_error decodes (moe_args.h). */
+template <int = 0>   /* a template, so that only a kernel that calls it instantiates atomicCAS's
+                      * helper global (CUDA 13.0): the other kernels keep their code */
+__device__ __forceinline__ void flag_bad_slot(int32_t *flag, route_fault fault, int32_t slot)
+{
+    if (fault != ROUTE_OK)
+        atomicCAS(flag, 0, fault == ROUTE_BAD_ID ? slot + 1 : -(slot + 1));
+}
+
+/* Is the slot's expert on this rank? (standard format, rows are slots:
+ * the steps after the routing, which leave flagging to it) */
+__device__ __forceinline__ bool slot_is_local(const int32_t *topk_ids, const int32_t *expert_map,
+                                              int32_t num_experts, int32_t local_experts, int32_t slot)
+{
+    route_fault fault;
+    return slot_expert(topk_ids, expert_map, num_experts, local_experts, slot, &fault) >= 0;
 }
 
 /* Rows of a sorted-order intermediate (mt_sorted_rows): how many there can

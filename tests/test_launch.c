@@ -41,6 +41,8 @@ static struct {
     int dependent;           /* the launch being recorded is (fake_launch_ex) */
     mt_act_args act;         /* the arguments of the last act_and_mul launch */
     mt_reduce_args reduce;   /* ... and of the last reduce launch */
+    mt_quant_args quant[2];  /* ... of the quant step and of an act_quant act step */
+    int32_t flag;            /* the error flag cuMemcpyDtoH "reads" */
     int memsets;
     CUdeviceptr memset_at[4];
     size_t memset_words[4];
@@ -70,6 +72,9 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 memcpy(&fake.act, params[0], sizeof(mt_act_args));
             if (st == MT_STEP_REDUCE)
                 memcpy(&fake.reduce, params[0], sizeof(mt_reduce_args));
+            if (st == MT_STEP_QUANT ||
+                (st == MT_STEP_ACT && !strcmp(fake.plan->step[st].v.family, "act_quant")))
+                memcpy(&fake.quant[st == MT_STEP_ACT], params[0], sizeof(mt_quant_args));
         }
     fake.launches++;
     return CUDA_SUCCESS;
@@ -101,6 +106,15 @@ static CUresult fake_memset(CUdeviceptr p, unsigned v, size_t n, CUstream s)
     return CUDA_SUCCESS;
 }
 
+/* The workspace's first word as the device left it: fake.flag. */
+static CUresult fake_dtoh(void *dst, CUdeviceptr src, size_t bytes)
+{
+    assert_int_equal(src, 0x80000000u);
+    assert_int_equal(bytes, sizeof fake.flag);
+    memcpy(dst, &fake.flag, sizeof fake.flag);
+    return CUDA_SUCCESS;
+}
+
 static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType type, cuuint32_t rank, void *base,
                             const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box,
                             const cuuint32_t *unit, CUtensorMapInterleave il, CUtensorMapSwizzle sw,
@@ -128,6 +142,7 @@ static void fake_driver(int with_encoder)
     memset(&mt_cu, 0, sizeof mt_cu);
     mt_cu.cuLaunchKernel = fake_launch;
     mt_cu.cuMemsetD32Async = fake_memset;
+    mt_cu.cuMemcpyDtoH = fake_dtoh;
     mt_cu.cuTensorMapEncodeTiled = with_encoder ? fake_encode : NULL;
     /* cuLaunchKernelEx NULL: no dependent launches, every launch is plain. */
 }
@@ -629,6 +644,17 @@ static void test_small_step_needs_early_reads(void **state)
     }
 }
 
+/* A problem of M tokens over 16 experts (topk 4, K 512, N 384) with an
+ * expert map that keeps local_E of them on this rank. */
+static mt_problem problem_with_map(int64_t M, int64_t local_E)
+{
+    mt_problem p;
+    mt_problem_init(&p, M, 16, 4, 512, 384);
+    p.has_expert_map = 1;
+    p.local_E = local_E;
+    return p;
+}
+
 /* The decode family's slot routing (grouped_gemv, BLOCK_M 1): no alignment
  * launch; both GEMMs get the topk ids, the expert map, the error flag (the
  * workspace's first word, which mt_moe_read_error reads) and the expert
@@ -637,10 +663,7 @@ static void test_small_step_needs_early_reads(void **state)
 static void test_slot_routed_gemv(void **state)
 {
     (void)state;
-    mt_problem p;
-    mt_problem_init(&p, 3, 16, 4, 512, 384);
-    p.has_expert_map = 1;
-    p.local_E = 8;
+    mt_problem p = problem_with_map(3, 8);
     mt_moe_plan plan;
     default_plan(&p, &plan);
     char msg[512] = "";
@@ -932,6 +955,91 @@ static void test_tiled_topk_sum(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* With an expert map, the steps after the routing that take rows as slots
+ * (act_and_mul, the quantizers, the reduce) get local_experts, so that a
+ * slot whose expert's map entry is outside [-1, local_E) (bad input, which
+ * the routing drops and flags) is not taken as local: its rows were never
+ * written. Without it a kernel would drop every slot of such a problem. */
+static void test_local_experts_filled(void **state)
+{
+    (void)state;
+    static const char *const store = "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n256_k64_g8_s4"
+                                     "_ppersist_fwait_btma_e32",
+                          *const act = "mtk_act_and_mul_bf16_silu_t256";
+    mt_problem p = problem_with_map(300, 8);
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    set_gemm(&plan, MT_STEP_GEMM1, store);
+    set_gemm(&plan, MT_STEP_ACT, act);
+    set_gemm(&plan, MT_STEP_GEMM2, store);
+    plan.step[MT_STEP_ACT].fn = (CUfunction)(uintptr_t)0x1100;
+    fake_driver(1);
+    mt_moe_tensors t = fake_tensors();
+    t.expert_map = (const int32_t *)(uintptr_t)0x1A000000;   /* never read */
+    char msg[512] = "";
+    memset(&fake.act, 0, sizeof fake.act);
+    if (run(&plan, &p, &t, msg, sizeof msg) != MT_OK)
+        fail_msg("%s", msg);
+    assert_ptr_equal(fake.act.topk_ids, t.topk_ids);   /* rows are slots */
+    assert_ptr_equal(fake.act.expert_map, t.expert_map);
+    assert_int_equal(fake.act.num_experts, 16);
+    assert_int_equal(fake.act.local_experts, 8);
+    assert_ptr_equal(fake.reduce.topk_ids, t.topk_ids);
+    assert_ptr_equal(fake.reduce.expert_map, t.expert_map);
+    assert_int_equal(fake.reduce.num_experts, 16);
+    assert_int_equal(fake.reduce.local_experts, 8);
+
+    /* w8a8 with the router weight on the input: both quantizers' rows are
+     * slots (the first one's too). */
+    mt_problem q = p;
+    q.quant.mode = MT_QUANT_FP8_PER_TENSOR;
+    q.apply_router_weight_on_input = 1;
+    mt_moe_plan w8;
+    default_plan(&q, &w8);
+    fake_driver(1);
+    memset(fake.quant, 0, sizeof fake.quant);
+    if (run(&w8, &q, &t, msg, sizeof msg) != MT_OK)
+        fail_msg("w8a8: %s", msg);
+    assert_ptr_equal(fake.quant[0].topk_ids, t.topk_ids);
+    for (int i = 0; i < 2; i++) {
+        assert_ptr_equal(fake.quant[i].expert_map, t.expert_map);
+        assert_int_equal(fake.quant[i].num_experts, 16);
+        assert_int_equal(fake.quant[i].local_experts, 8);
+    }
+}
+
+/* mt_moe_read_error decodes the workspace's error flag (templates/moe_args.h):
+ * 0 is no error; 1 + slot names a slot whose topk id is out of range;
+ * -(1 + slot) a slot whose expert's expert_map entry is outside
+ * [-1, local_E), with its own message. */
+static void test_read_error_decodes_flag(void **state)
+{
+    (void)state;
+    mt_problem p = problem_with_map(16, 10);
+    fake_driver(0);
+    char msg[512] = "";
+    const CUdeviceptr ws = (CUdeviceptr)0x80000000u;
+    fake.flag = 0;
+    assert_int_equal(mt_moe_read_error(ws, &p, msg, sizeof msg), MT_OK);
+
+    fake.flag = 1 + (2 * 4 + 1);   /* slot 9: topk_ids[2][1] */
+    assert_int_equal(mt_moe_read_error(ws, &p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
+    assert_non_null(strstr(msg, "topk_ids[2][1] is out of range [0, 16)"));
+    assert_null(strstr(msg, "expert_map"));
+
+    fake.flag = -(1 + (3 * 4 + 2));   /* slot 14: topk_ids[3][2] */
+    assert_int_equal(mt_moe_read_error(ws, &p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
+    assert_non_null(strstr(msg, "topk_ids[3][2]"));
+    assert_non_null(strstr(msg, "expert_map entry is outside [-1, local_E=10)"));
+    assert_non_null(strstr(msg, "dropped"));
+    assert_null(strstr(msg, "out of range"));
+
+    fake.flag = -1;   /* slot 0 */
+    assert_int_equal(mt_moe_read_error(ws, &p, msg, sizeof msg), MT_ERR_DEVICE_CHECK);
+    assert_non_null(strstr(msg, "topk_ids[0][0] names an expert whose expert_map entry"));
+    fake.flag = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1057,8 @@ int main(void)
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
         cmocka_unit_test(test_tiled_topk_sum),
+        cmocka_unit_test(test_local_experts_filled),
+        cmocka_unit_test(test_read_error_decodes_flag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -216,8 +216,10 @@ int64_t mt_modular_kernel_max_m(const mt_modular_kernel *mk);
  * No allocation, no host synchronization, no blocking I/O: the call can be
  * captured into a CUDA graph (the graph then replays this M and these
  * pointers). It makes the context current on the calling thread.
- * A topk id outside [0, E) (or an expert over the batched capacity) found on
- * the GPU is recorded in the workspace: see mt_modular_kernel_read_error.
+ * A topk id outside [0, E), an expert_map entry outside [-1, local_E) (or
+ * an expert over the batched capacity) found on the GPU is recorded in the
+ * workspace, and the slot left out of the output: see
+ * mt_modular_kernel_read_error.
  * Errors (message on mk): MT_ERR_INVALID_ARG (NULL pointer), MT_ERR_ALIGNMENT,
  * MT_ERR_SHAPE, MT_ERR_CUDA, MT_ERR_CUBLAS.
  */

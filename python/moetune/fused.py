@@ -363,7 +363,8 @@ def fused_experts(hidden, w1, w2, topk_weights, topk_ids, *, activation="silu", 
     max_m: the largest M this problem will be called with (sizes the cached
     kernel once; default: M rounded up to a power of two, growing as needed).
     stream: defaults to torch.cuda.current_stream(). check_errors: synchronize
-    and raise DeviceCheckError if a topk id was out of range (slow; tests).
+    and raise DeviceCheckError if a topk id was out of range or an expert_map
+    entry outside [-1, local_E) (slow; tests).
     """
     device, problem, ptrs = prepare_call(
         hidden, w1, w2, topk_weights, topk_ids, activation=activation, quant=quant,

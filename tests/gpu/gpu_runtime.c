@@ -5,7 +5,9 @@
  * the defaults: unfused activation) and from the built-in defaults, checked
  * against the CPU oracle with the output poisoned first; CUDA-graph
  * capture/replay/compare; four threads on their own streams; the device
- * flag for an out-of-range topk id; argument checks at the boundary.
+ * flag for an out-of-range topk id, and for an expert_map entry outside
+ * [-1, local_E) (its slot left out of the output, bit for bit as an entry
+ * of -1); argument checks at the boundary.
  *
  * Prints one PASS/FAIL line per check and a summary line. Skipped (77)
  * without a GPU. MT_GPU_RUNTIME_SMALL=1 leaves out the one check on a model
@@ -524,6 +526,111 @@ static void test_bad_topk_and_args(void **state)
     mt_cu.cuStreamDestroy(stream);
 }
 
+/* One call of mk on d with expert_map[e] = value (uploaded first), on a
+ * poisoned output and workspace: a step that read rows nothing wrote this
+ * call would bring the poison (NaN) into the output. The result lands in
+ * out (host, M * K elements); returns run or read_error's status. */
+static mt_status call_with_map_entry(mt_modular_kernel *mk, mt_problem_data *d, int64_t M,
+                                     int32_t e, int32_t value, CUstream stream, CUdeviceptr ws,
+                                     void *out)
+{
+    const size_t obytes = (size_t)(M * d->p.K) * mt_dtype_size(d->p.dtype);
+    const size_t wsz = mt_modular_kernel_workspace_size(mk);
+    mt_cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d->d.expert_map + (size_t)e * sizeof(int32_t),
+                       &value, sizeof value);
+    mt_cu.cuCtxSynchronize();   /* the DMA has landed before the stream reads it */
+    mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d->d.out, 0xFF, obytes, stream);
+    mt_cu.cuMemsetD8Async(ws, 0xFF, wsz, stream);
+    mt_status st = mt_modular_kernel_run(mk, M, &d->d, (void *)(uintptr_t)ws, wsz, stream);
+    if (!st && mt_cu.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+        st = MT_ERR_KERNEL_FAULT;
+    if (!st)
+        st = mt_modular_kernel_read_error(mk, M, (void *)(uintptr_t)ws);
+    mt_cu.cuMemcpyDtoH(out, (CUdeviceptr)(uintptr_t)d->d.out, obytes);
+    return st;
+}
+
+/* Does msg name a slot topk_ids[t][k] of this call whose topk id is e? */
+static int names_slot_of(const char *msg, const mt_problem_data *d, int64_t M, int32_t e)
+{
+    const char *at = strstr(msg, "topk_ids[");
+    long long t = -1, k = -1;
+    if (!at || sscanf(at, "topk_ids[%lld][%lld]", &t, &k) != 2)
+        return 0;
+    return t >= 0 && t < M && k >= 0 && k < d->p.topk && d->h_topk_ids[t * d->p.topk + k] == e;
+}
+
+/* An expert_map entry outside [-1, local_E) (local_E, far above it, below
+ * -1) is bad input: every composition, from the database (unfused act
+ * step) and from the defaults, at a decode M (slot-routed GEMMs) and a
+ * larger one, must flag it (read_error: MT_ERR_DEVICE_CHECK naming a slot
+ * of that expert and its expert_map entry) and leave its slots out: the
+ * output equals, bit for bit, that of the same call with the entry -1
+ * (the expert on another rank). */
+static void test_bad_expert_map(void **state)
+{
+    (void)state;
+    CUstream stream;
+    assert_int_equal(mt_cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    static const int64_t Ms[] = {1, 16};
+    for (int which_ctx = 0; which_ctx < 2; which_ctx++)
+        for (size_t c = 0; c < MT_ARRAY_LEN(combos); c++) {
+            mt_problem p = shape(1);   /* the shape with an expert map */
+            char desc[300], msg[512], what[600];
+            mt_modular_kernel *mk = NULL;
+            if (make_mk(which_ctx ? ctx_def : ctx_db, &combos[c], &p, &mk, desc, sizeof desc)) {
+                report(0, "create", mt_modular_kernel_errmsg(mk));
+                mt_modular_kernel_destroy(mk);
+                continue;
+            }
+            CUdeviceptr ws;
+            assert_int_equal(mt_cu.cuMemAlloc(&ws, mt_modular_kernel_workspace_size(mk)), CUDA_SUCCESS);
+            for (size_t m = 0; m < MT_ARRAY_LEN(Ms); m++) {
+                const int64_t M = Ms[m];
+                mt_problem q = p;
+                q.M = M;
+                mt_problem_data d;
+                assert_int_equal(mt_problem_data_make(&d, &q, MT_ROUTING_UNIFORM, 70 + (uint64_t)m, 1,
+                                                      msg, sizeof msg),
+                                 MT_OK);
+                /* The expert of the first slot routed here (else of slot 0):
+                 * a step that kept its slots would show in the output. */
+                int32_t e = d.h_topk_ids[0];
+                for (int64_t s = M * q.topk - 1; s >= 0; s--)
+                    if (d.h_expert_map[d.h_topk_ids[s]] >= 0)
+                        e = d.h_topk_ids[s];
+                const size_t obytes = (size_t)(M * q.K) * mt_dtype_size(q.dtype);
+                void *want = malloc(obytes), *got = malloc(obytes);
+                const char *src = which_ctx ? "defaults" : "db";
+                mt_status st = call_with_map_entry(mk, &d, M, e, -1, stream, ws, want);
+                snprintf(what, sizeof what, "expert_map[%d] = -1 runs clean %s M=%lld [%s]", (int)e,
+                         desc, (long long)M, src);
+                report(st == MT_OK, what, st ? mt_modular_kernel_errmsg(mk) : "");
+                const int32_t bad[] = {(int32_t)q.local_E, 1000, -5};
+                for (size_t b = 0; st == MT_OK && b < MT_ARRAY_LEN(bad); b++) {
+                    const mt_status bst = call_with_map_entry(mk, &d, M, e, bad[b], stream, ws, got);
+                    const char *em = mt_modular_kernel_errmsg(mk);
+                    snprintf(what, sizeof what, "bad expert_map entry flagged (expert_map[%d] = %d) %s "
+                             "M=%lld [%s]", (int)e, (int)bad[b], desc, (long long)M, src);
+                    report(bst == MT_ERR_DEVICE_CHECK && strstr(em, "expert_map") &&
+                               strstr(em, "outside [-1, local_E") && names_slot_of(em, &d, M, e),
+                           what, em);
+                    snprintf(what, sizeof what, "bad expert_map slot left out of the output "
+                             "(expert_map[%d] = %d) %s M=%lld [%s]", (int)e, (int)bad[b], desc,
+                             (long long)M, src);
+                    report(bst != MT_ERR_KERNEL_FAULT && bst != MT_ERR_CUDA && !memcmp(want, got, obytes),
+                           what, bst == MT_ERR_DEVICE_CHECK ? "" : mt_status_str(bst));
+                }
+                free(want);
+                free(got);
+                mt_problem_data_free(&d);
+            }
+            mt_cu.cuMemFree(ws);
+            mt_modular_kernel_destroy(mk);
+        }
+    mt_cu.cuStreamDestroy(stream);
+}
+
 /* The shipped database (db/tuned/) serves this GPU: the tuned entries are
  * found, their provenance matches this machine, and the results match the
  * oracle. On another GPU of the H200's compute capability (an H100), the
@@ -634,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_bad_topk_and_args),
+        cmocka_unit_test(test_bad_expert_map),
         cmocka_unit_test(test_shipped_database),
         cmocka_unit_test(test_summary),
     };
