@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run on the GPU machine after gpu-prepare.sh: one device call made of named
 # steps, in the order given, each logging into $OUT (step logs in
-# $OUT/steps/, packed into $OUT/steps.tgz at the end, since a call returns
-# few files). A step that fails ends the call (its device time is better
-# kept), unless MT_STEPS_KEEP_GOING=1.
+# $OUT/steps/, packed at the end into $OUT/steps.tgz, or steps-2.tgz and on
+# where a run of the same call packed one already, since a call returns few
+# files). A step that fails ends the call (its device time is better kept),
+# unless MT_STEPS_KEEP_GOING=1.
 #
 #   tests    GPU test programs on slices of their kernel matrices:
 #            MT_STEP_TESTS="PROGRAM:FILTER ..." (FILTER is MT_GPU_GEMM_ONLY,
@@ -224,5 +225,9 @@ for s in "$@"; do
   fi
   echo "== step $s: $(( $(date +%s) - start )) s"
 done
-tar -czf "$out/steps.tgz" -C "$out" steps && rm -rf "$out/steps"
+# A call that runs this script more than once keeps each run's logs: the
+# first in steps.tgz, the next in steps-2.tgz, and so on.
+pack=steps.tgz n=1
+while [ -e "$out/$pack" ]; do n=$((n + 1)) pack=steps-$n.tgz; done
+tar -czf "$out/$pack" -C "$out" steps && rm -rf "$out/steps"
 exit $rc
