@@ -851,6 +851,47 @@ static void test_retune_replaces_foreign_entry(void **state)
     }
 }
 
+/* --retune and --retime at an M that an earlier run left without its
+ * completion mark (cut short within it, as a call's time limit does) start
+ * it afresh: the earlier run's candidates, the default's time among them,
+ * are forgotten, not resumed (resumed, a retune timed only what stage 1b
+ * added, and the entry kept the earlier run's times). A plain run still
+ * resumes such an M. */
+static void test_tune_again_forgets_a_cut_short_run(void **state)
+{
+    (void)state;
+    for (int retime = 0; retime < 2; retime++) {
+        char path[600], out[700], measured[700], want[200];
+        snprintf(path, sizeof path, "%s/cut-%d.db", mt_test_tmpdir("tune-cut"), retime);
+        snprintf(out, sizeof out, "%s.log", path);
+        snprintf(measured, sizeof measured, "%s.measured", path);
+        mt_tune_opts o;
+        opts_at(&o, path, 256);
+        run_logged(&o, out, measured);
+        const int fresh = measured_at(measured, 256);
+        mt_fix_sql(path, "DELETE FROM candidate WHERE pipeline = 'item-complete'");
+        run_logged(&o, out, measured);   /* plain: resumed */
+        const int resumed = measured_at(measured, 256);
+        assert_int_equal(lines_with(out, "tuning again"), 0);
+        assert_true(resumed < fresh);
+        mt_fix_sql(path, "DELETE FROM candidate WHERE pipeline = 'item-complete'");
+        const int left = scan_db(path).total;   /* the first run's and the resumed run's */
+        o.retune = !retime;
+        o.retime = retime;
+        run_logged(&o, out, measured);
+        snprintf(want, sizeof want, "M=256: tuning again (%d candidates of an earlier run forgotten)", left);
+        assert_int_equal(lines_with(out, want), 1);
+        /* What the first run timed, or (a retime) the default and the stored pipelines. */
+        assert_true(measured_at(measured, 256) >= (retime ? 2 : fresh));
+        /* A second such run forgets this one's candidates in turn, with its
+         * completion mark and its start mark. */
+        const int mine = scan_db(path).total - 2;
+        run_logged(&o, out, measured);
+        snprintf(want, sizeof want, "M=256: tuning again (%d candidates of an earlier run forgotten)", mine);
+        assert_int_equal(lines_with(out, want), 1);
+    }
+}
+
 /* --retime at an M an earlier run tuned to a pipeline of its own (not the
  * default) times that pipeline again, with the default and the neighbours'
  * stored pipelines, no search, and the fastest replaces the entry: a third
@@ -1128,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_retune_once_across_restarts),
         cmocka_unit_test(test_retune_replaces_foreign_entry),
         cmocka_unit_test(test_retime_times_the_stored_pipelines),
+        cmocka_unit_test(test_tune_again_forgets_a_cut_short_run),
         cmocka_unit_test(test_settles_the_launch),
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),

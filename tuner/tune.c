@@ -384,7 +384,7 @@ static int count_candidates(const mt_db_candidate *c, void *ctx)
     char a[512], b[512];
     if (strcmp(c->key.sku, cc->key->sku) || mt_db_key_format(&c->key, a, sizeof a) ||
         mt_db_key_format(cc->key, b, sizeof b) || strcmp(a, b) ||
-        !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
+        mt_tune_is_mark(c->pipeline))
         return 0;
     for (int i = 0; i < cc->s->nrows; i++)
         if (cc->s->rows[i].M == c->M) {

@@ -76,6 +76,11 @@ int mt_tune_text_is_late(const char *text)
     return n >= k && !strcmp(text + n - k, MT_TUNE_LATE_SUFFIX);
 }
 
+int mt_tune_is_mark(const char *text)
+{
+    return !strcmp(text, MT_TUNE_DONE_MARK) || !strcmp(text, MT_TUNE_START_MARK);
+}
+
 /* Measure one candidate unless the log has it; record the result. */
 static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const char *text,
                              const mt_variant *g1, const mt_variant *g2, char *msg,
@@ -136,7 +141,7 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
     best_scan *b = ctx;
     if (c->M != b->M || !same_key(&c->key, b->key) ||
         (b->exact ? strcmp(c->pipeline, b->prefix) : strncmp(c->pipeline, b->prefix, strlen(b->prefix))) ||
-        !strcmp(c->pipeline, MT_TUNE_DONE_MARK))
+        mt_tune_is_mark(c->pipeline))
         return 0;
     if (b->skip_block_m > 0) {   /* pairs of another BLOCK_M, of kernels of this search */
         const int64_t bm = gemm1_block_m(b->w, c->pipeline);
@@ -636,32 +641,51 @@ static mt_status report_sku(worker *w, char *sku, size_t sku_size)
     return MT_OK;
 }
 
-/* *other = 1 when the mark that (key, M) is tuned was set by another run
- * (the mark's reason names the run), not by a worker of this run before a
- * restart. */
+/* What (key, M) holds for a run that tunes again: ours, a mark of this run
+ * (its reason names the run: a worker of this run started or finished the
+ * M before a restart); candidates, the candidates that are not marks. */
 typedef struct mark_scan {
     const mt_db_key *key;
     int64_t M;
     const char *run_id;
-    int other;
+    int ours, candidates;
 } mark_scan;
 
 static int scan_mark(const mt_db_candidate *c, void *ctx)
 {
     mark_scan *m = ctx;
-    if (c->M == m->M && !strcmp(c->pipeline, MT_TUNE_DONE_MARK) && same_key(&c->key, m->key))
-        m->other = !c->reason || strcmp(c->reason, m->run_id) != 0;
+    if (c->M != m->M || !same_key(&c->key, m->key))
+        return 0;
+    if (!mt_tune_is_mark(c->pipeline))
+        m->candidates++;
+    else if (c->reason && !strcmp(c->reason, m->run_id))
+        m->ours = 1;
     return 0;
 }
 
-static mt_status done_by_other_run(worker *w, const mt_db_key *key, int64_t M, int *other,
-                                   char *msg, size_t msg_size)
+/* --retune, --retime: unless this run has started (key, M) already, what
+ * an earlier run left there goes, its completion mark too where it has one
+ * (a run cut short within the M left none: its candidates went before as
+ * well, not resumed), and this run's start mark goes in. *ours: the M was
+ * this run's before (then a done mark, if any, is this run's). */
+static mt_status start_again(worker *w, const mt_db_key *key, int64_t M, int *ours, char *msg,
+                             size_t msg_size)
 {
-    mark_scan m = {key, M, w->o->run_id, 0};
+    mark_scan m = {key, M, w->o->run_id, 0, 0};
     mt_status st = mt_db_foreach_candidate(w->db, scan_mark, &m);
-    if (st)
+    *ours = m.ours;
+    if (st || m.ours)
+        return st ? mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db)) : MT_OK;
+    if ((st = mt_db_forget_candidates(w->db, key, M, NULL)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    *other = m.other;
+    if (w->o->log && m.candidates)
+        fprintf(w->o->log, "[%s] M=%lld: tuning again (%d candidates of an earlier run forgotten)\n",
+                w->o->label, (long long)M, m.candidates);
+    mt_db_candidate mark = {.key = *key, .M = M, .pipeline = MT_TUNE_START_MARK, .ok = 1,
+                            .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
+                            .reason = w->o->run_id[0] ? w->o->run_id : NULL};
+    if ((st = mt_db_record_candidate(w->db, &mark)))
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     return MT_OK;
 }
 
@@ -763,17 +787,11 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     int done = 0;
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    int stale = 0;
-    if (done && tunes_again(o) && (st = done_by_other_run(w, &key, M, &stale, msg, msg_size)))
-        return st;
-    if (stale) {
-        int forgotten = 0;
-        if ((st = mt_db_forget_candidates(w->db, &key, M, &forgotten)))
-            return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-        if (o->log)
-            fprintf(o->log, "[%s] M=%lld: tuning again (%d candidates of the last tuning forgotten)\n",
-                    o->label, (long long)M, forgotten - 1);
-        done = 0;
+    if (tunes_again(o)) {
+        int ours = 0;
+        if ((st = start_again(w, &key, M, &ours, msg, msg_size)))
+            return st;
+        done = done && ours;
     }
     if (done)
         return MT_OK;

@@ -23,8 +23,15 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku /* out 
 mt_status mt_tune_key(const mt_tune_opts *o, const char *sku, mt_db_key *key, char *msg,
                       size_t msg_size);
 
-/* Text of the marker candidate that says an M is finished. */
+/* Texts of the marker candidates (no pipeline; reason: the run's id): an
+ * M is finished; a run that tunes again (--retune, --retime) started an M,
+ * so that a worker of that run restarted within the M resumes it, while a
+ * later run forgets what an earlier one left there, finished or not. */
 #define MT_TUNE_DONE_MARK "item-complete"
+#define MT_TUNE_START_MARK "item-started"
+
+/* Is a candidate's text one of the marks above? */
+int mt_tune_is_mark(const char *text);
 
 /* A candidate's text is "[default;]gemm1=A;gemm2=B[;launch=late]"; the
  * suffix: timed with its GEMMs reading nothing before the step ahead is
