@@ -664,10 +664,10 @@ static int scan_mark(const mt_db_candidate *c, void *ctx)
 }
 
 /* --retune, --retime: unless this run has started (key, M) already, what
- * an earlier run left there goes, its completion mark too where it has one
- * (a run cut short within the M left none: its candidates went before as
- * well, not resumed), and this run's start mark goes in. *ours: the M was
- * this run's before (then a done mark, if any, is this run's). */
+ * an earlier run left there is forgotten, finished (with its completion
+ * mark) or cut short within the M (no mark: its candidates are not
+ * resumed either), and this run's start mark goes in. *ours: the M was
+ * this run's before (then a completion mark, if any, is this run's). */
 static mt_status start_again(worker *w, const mt_db_key *key, int64_t M, int *ours, char *msg,
                              size_t msg_size)
 {
