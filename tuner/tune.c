@@ -464,7 +464,8 @@ void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE
                "candidates (rejected) | gemm1 | gemm2 |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->unfinished; i++)
-        fprintf(f, "M=%lld: NOT FINISHED (its worker failed; rerun to resume)\n",
+        fprintf(f, "M=%lld: NOT FINISHED (its worker failed; a plain rerun resumes it, one with "
+                   "--retune or --retime starts it again)\n",
                 (long long)s->unfinished_M[i]);
     for (int i = 0; i < s->nrows; i++) {
         const mt_tune_row *r = &s->rows[i];

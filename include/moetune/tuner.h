@@ -58,11 +58,11 @@ typedef struct mt_tune_opts {
         int role;
     } only[MT_TUNE_MAX_ONLY];
     int nonly;
-    /* M values tuned to the end before this run are tuned again: their
-     * candidate log is forgotten, the stored entry is timed again with the
-     * new candidates and the run's winner replaces it. Within the run (a
-     * worker restarted after a fault) an M is retuned once; an M whose
-     * retuning was cut short resumes; a new run with retune starts over. */
+    /* M values an earlier run left, finished or cut short, are tuned again:
+     * their candidate log is forgotten, the stored entry is timed again with
+     * the new candidates and the run's winner replaces it. Within the run
+     * (a worker restarted after a fault) an M is retuned once, and one cut
+     * short by the fault resumes; a new run with retune starts over. */
     int retune;
     /* retune without a search: at an M whose stored pipeline is of these
      * templates and passes its oracle check again, time only the stored
@@ -81,7 +81,9 @@ typedef struct mt_tune_opts {
      * times such a twin of its GEMM2 only with this set. Off by default; a
      * GEMM2 filter that admits only "sum" asks for it too. */
     int atomic_sums;
-    char run_id[48];           /* set by mt_tune_run (marks what this run finished); leave "" */
+    /* Set by mt_tune_run: names the marks of the M values this run started
+     * and finished. Leave "". */
+    char run_id[48];
 } mt_tune_opts;
 
 /* Which of the n work items shard I of N takes: writes their indices to out
