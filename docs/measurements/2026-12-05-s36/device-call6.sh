@@ -37,11 +37,4 @@ MT_TUNE_POINTS="qwen3-30b-a3b-fp8:1,8,128,1024,2048,4096 dsv3-tp8-fp8:1,8,1024,2
 rm -f "$out/nvidia-h200.db.gz"
 MT_BENCH_PROBLEMS="qwen3-30b-a3b-fp8 dsv3-tp8-fp8" MT_AB_M=1,128,1024,2048,4096 MT_AB_OLD_DB=.gpu/old.db \
   MT_AB_NEW_DB="$out/nvidia-h200.db" timeout $(( $(left) - 40 )) scripts/gpu-steps.sh abdb 2>&1 | grep "^=="
-MT_SHIPPED_DB="$out/nvidia-h200.db" timeout $(( $(left) - 5 )) .gpu/bin/gpu_runtime >"$out/runtime.log" 2>&1
-echo "== gpu_runtime on the retuned file: exit $?; $(grep -E 'FAIL|checks,' "$out/runtime.log" | tail -4 | tr '\n' ' ')"
-cd "$out" || exit 1
-gzip -9 runtime.log
-python3 -c "import sqlite3; c = sqlite3.connect('nvidia-h200.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
-gzip -9 nvidia-h200.db
-ls -la
-echo "== call: $(( $(date +%s) - T0 )) s"
+pack_tuned_db "the retuned file"

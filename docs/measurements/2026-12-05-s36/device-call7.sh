@@ -35,11 +35,4 @@ MT_TUNE_M=1024,2048,4096 MT_TUNE_RETIME=1 MT_TUNE_BUDGET=$(( $(left) - 230 )) MT
 rm -f "$out/nvidia-h200.db.gz"
 MT_AB_M=1024,2048,4096 MT_AB_OLD_DB=.gpu/old.db MT_AB_NEW_DB="$out/nvidia-h200.db" timeout $(( $(left) - 40 )) \
   scripts/gpu-steps.sh abdb 2>&1 | grep "^=="
-MT_SHIPPED_DB="$out/nvidia-h200.db" timeout $(( $(left) - 5 )) .gpu/bin/gpu_runtime >"$out/runtime.log" 2>&1
-echo "== gpu_runtime on the retimed file: exit $?; $(grep -E 'FAIL|checks,' "$out/runtime.log" | tail -4 | tr '\n' ' ')"
-cd "$out" || exit 1
-gzip -9 runtime.log
-python3 -c "import sqlite3; c = sqlite3.connect('nvidia-h200.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()"
-gzip -9 nvidia-h200.db
-ls -la
-echo "== call: $(( $(date +%s) - T0 )) s"
+pack_tuned_db "the retimed file"
