@@ -643,12 +643,12 @@ static mt_status report_sku(worker *w, char *sku, size_t sku_size)
 
 /* What (key, M) holds for a run that tunes again: ours, a mark of this run
  * (its reason names the run: a worker of this run started or finished the
- * M before a restart); candidates, the candidates that are not marks. */
+ * M before a restart); rows, every row; candidates, those not marks. */
 typedef struct mark_scan {
     const mt_db_key *key;
     int64_t M;
     const char *run_id;
-    int ours, candidates;
+    int ours, rows, candidates;
 } mark_scan;
 
 static int scan_mark(const mt_db_candidate *c, void *ctx)
@@ -656,6 +656,7 @@ static int scan_mark(const mt_db_candidate *c, void *ctx)
     mark_scan *m = ctx;
     if (c->M != m->M || !same_key(&c->key, m->key))
         return 0;
+    m->rows++;
     if (!mt_tune_is_mark(c->pipeline))
         m->candidates++;
     else if (c->reason && !strcmp(c->reason, m->run_id))
@@ -671,12 +672,12 @@ static int scan_mark(const mt_db_candidate *c, void *ctx)
 static mt_status start_again(worker *w, const mt_db_key *key, int64_t M, int *ours, char *msg,
                              size_t msg_size)
 {
-    mark_scan m = {key, M, w->o->run_id, 0, 0};
+    mark_scan m = {key, M, w->o->run_id, 0, 0, 0};
     mt_status st = mt_db_foreach_candidate(w->db, scan_mark, &m);
     *ours = m.ours;
     if (st || m.ours)
         return st ? mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db)) : MT_OK;
-    if ((st = mt_db_forget_candidates(w->db, key, M, NULL)))
+    if (m.rows && (st = mt_db_forget_candidates(w->db, key, M, NULL)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     if (w->o->log && m.candidates)
         fprintf(w->o->log, "[%s] M=%lld: tuning again (%d candidates of an earlier run forgotten)\n",
