@@ -111,12 +111,13 @@ struct chunk_values8 {
  * group, lanes 16-31 the next, and a group's amax is a shuffle within its
  * 16 lanes. A stretch is up to UNITS passes, fewer where the grid has warps
  * to spare (units_per_pass; the launcher gives a small batch at least a
- * full GPU of CTAs), their loads issued first. load(r, c, unit) loads chunk
- * c of row r into a Unit, values(unit, v) gives its 8 values, store(r, c,
- * v, s) quantizes them with the group's scale s; lanes past the row's end
+ * full GPU of CTAs), their loads issued first. row_of(r) works out what a
+ * row's chunks share (once a stretch), load(row, c, unit) loads chunk c of
+ * that row into a Unit, values(unit, v) gives its 8 values, store(r, c, v,
+ * s) quantizes them with the group's scale s; lanes past the row's end
  * take part in the shuffles with zeros. */
-template <class Q, int THREADS, int UNITS, class Unit, class Load, class Values, class Store>
-__device__ __forceinline__ void block_rows(const mt_quant_args &a, Load &&load, Values &&values,
+template <class Q, int THREADS, int UNITS, class Unit, class RowOf, class Load, class Values, class Store>
+__device__ __forceinline__ void block_rows(const mt_quant_args &a, RowOf &&row_of, Load &&load, Values &&values,
                                            Store &&store)
 {
     const int lane = threadIdx.x & 31, chunks = a.n / 8, ng = (a.n + 127) / 128;
@@ -129,11 +130,12 @@ __device__ __forceinline__ void block_rows(const mt_quant_args &a, Load &&load, 
         const int r = (int)(i / stretches), p0 = (int)(i - (int64_t)r * stretches) * 32 * per;
         if (!quant_row_live(a, r))   /* the same for the whole warp */
             continue;
+        const auto row = row_of(r);
         Unit k[UNITS];
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
             if (j < per && p0 + 32 * j + lane < chunks)
-                load(r, p0 + 32 * j + lane, k[j]);
+                load(row, p0 + 32 * j + lane, k[j]);
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
             if (j >= per || p0 + 32 * j >= chunks)   /* the same for the whole warp */
@@ -196,7 +198,7 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
     }
     if constexpr (GRAN == 3) {
         block_rows<Q, THREADS, 1, chunk_values8>(
-            a, [&](int r, int c, chunk_values8 &k) { quant_values<T, ACT>(a, r, c, k.v); },
+            a, [](int r) { return r; }, [&](int r, int c, chunk_values8 &k) { quant_values<T, ACT>(a, r, c, k.v); },
             [](const chunk_values8 &k, float(&v)[8]) {
 #pragma unroll
                 for (int q = 0; q < 8; q++)

@@ -34,7 +34,12 @@ return {
   -- "steps" quantizes without an activation faster (DeepSeek-V3 fp8 M = 4096,
   -- hidden rows alone: 47.7 against 49.8 us); with silu it was slower
   -- (Qwen3 fp8 M = 4096: 73.3 against 65.5 us; docs/PERFORMANCE.md,
-  -- session 15), so the activations keep the divisions. Since the
+  -- session 15) while its guard took a branch per test and its fallbacks
+  -- sat in the loop; with one flag and the fallbacks out of line it takes
+  -- 1393 instructions on the common path of a pass against the divisions'
+  -- 1640 (session 36; session 34 timed the same change at 0.80 the act
+  -- step's time, session 37 on an H100 at 66.3 against 79.2 us, Qwen3 fp8
+  -- M = 4096), so silu takes the steps; gelu keeps the divisions. Since the
   -- block-wise kernels walk stretches of rows a warp each (session 23),
   -- UNITS 4 keeps up to four passes' loads in flight per lane; the
   -- activations take it with the divisions since session 29 (their one
@@ -43,7 +48,7 @@ return {
   -- mode's one default (tuner/harness.c); the UNITS 1 kernels stay valid,
   -- for the databases that use them.
   default_set = { { THREADS = 256, UNITS = 4, ARITH = "steps", act = "none" },
-                  { THREADS = 256, UNITS = 4, ARITH = "div", act = "silu" },
+                  { THREADS = 256, UNITS = 4, ARITH = "steps", act = "silu" },
                   { THREADS = 256, UNITS = 4, ARITH = "div", act = "gelu" } },
   valid = function(p, target)
     if p.qtype == "fp8" and target.sm < 89 then

@@ -19,9 +19,11 @@
  *   per two values; silu's division, the steps of the division's own fast
  *   path without its branch per value (silu_steps). Both give the bytes the
  *   divisions give; a chunk where they do not apply is done again with the
- *   divisions (one branch a chunk, rarely taken). GRAN 1 finds a chunk's
- *   row and column by one division per chunk, in 32 bits where it fits;
- *   GRAN 2 walks whole rows, GRAN 3 stretches of rows.
+ *   divisions (one branch a chunk, rarely taken), by functions out of line,
+ *   so that the loop's code holds the common path alone. GRAN 1 finds a
+ *   chunk's row and column by one division per chunk, in 32 bits where it
+ *   fits; GRAN 2 walks whole rows, GRAN 3 stretches of rows, each row's
+ *   input and router weight worked out once (quant_row_of).
  */
 #pragma once
 #include "act_quant.cuh"
@@ -54,6 +56,22 @@ __device__ __forceinline__ float quotient_steps(float x, const divisor &d)
     return copysignf(__fmaf_rn(__fmaf_rn(-q0, d.s, x), d.r, q0), q0);
 }
 
+/* Eight values, returned by value from the fallbacks out of line below (an
+ * array by reference would put the caller's values in local memory). */
+struct f8 {
+    float v[8];
+};
+
+/* The chunk's quotients by IEEE divisions: chunk_quotients' fallback, out
+ * of line, so that the loop's code is the common path's. */
+__device__ __noinline__ f8 quotients_by_division(f8 v, float s)
+{
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        v.v[i] = v.v[i] / s;
+    return v;
+}
+
 /* q = v / d.s for a chunk, as quantized bytes: by quotient_steps, or by the
  * division for the whole chunk where they may not apply: a scale outside
  * [2^-64, 2^64], or, unless the values are bounded, a quotient that does
@@ -73,9 +91,14 @@ __device__ __forceinline__ void chunk_quotients(const float (&v)[8], const divis
             slow |= !(fabsf(q[i]) <= 1024.0f);
     }
     if (slow) {
+        f8 w;
 #pragma unroll
         for (int i = 0; i < 8; i++)
-            q[i] = v[i] / d.s;
+            w.v[i] = v[i];
+        w = quotients_by_division(w, d.s);
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            q[i] = w.v[i];
     }
 }
 
@@ -83,13 +106,18 @@ __device__ __forceinline__ void chunk_quotients(const float (&v)[8], const divis
  * expf(-x), as the division's own fast path computes it (an approximate
  * reciprocal, a Newton step, the quotient and its correction), without the
  * division's range check and branch per value. *slow is set, and the caller
- * then calls silu() itself, where x is outside [-40, 2^64] (d past 2^58, an
- * inf or NaN) or nonzero under 2^-100 in magnitude (a residual that could
- * lose bits), and where d's significand is all ones: there a reciprocal an
- * ulp low makes the Newton step land on a tie. tests/test_numeric.cpp
+ * then calls silu() itself, where x is outside [-40, 2^64] (below -40 d
+ * nears 2^58, above 2^64 and inf or NaN the quotient's steps overflow),
+ * where |x| is under 2^-100 (a residual could lose bits), and at zero, so
+ * that the quotient is never zero and needs no sign fixed (its magnitude
+ * is at least 2^-101); and where d's significand is all ones: there a
+ * reciprocal an ulp low makes the Newton step land on a tie. The tests are
+ * one flag (& of predicates, no branch per test). tests/test_numeric.cpp
  * checks the steps for every reciprocal within 2 ulps of 1/d (rcp.approx
- * is within one) over every bf16 and fp16 x; tests/gpu/gpu_numeric.c runs
- * this function against silu() on the GPU for all of them. */
+ * is within one) over every bf16 and fp16 x of the domain;
+ * tests/gpu/gpu_numeric.c runs this function against silu() on the GPU for
+ * all of them, and the act kernels' chunks (fallback included) for every
+ * eight consecutive bf16 and fp16 values. */
 __device__ __forceinline__ float silu_steps(float x, bool &slow)
 {
     const float d = 1.0f + expf(-x);
@@ -97,10 +125,23 @@ __device__ __forceinline__ float silu_steps(float x, bool &slow)
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
     r = __fmaf_rn(__fmaf_rn(-d, r, 1.0f), r, r);
     const float q0 = __fmul_rn(x, r);
-    const float q = copysignf(__fmaf_rn(__fmaf_rn(-d, q0, x), r, q0), q0);
-    slow |= !(x >= -40.0f && x <= 0x1p64f && (fabsf(x) >= 0x1p-100f || x == 0.0f)) ||
-            (__float_as_uint(d) & 0x7fffffu) == 0x7fffffu;
-    return q;
+    const bool fast = (x >= -40.0f) & (x <= 0x1p64f) & (fabsf(x) >= 0x1p-100f) &
+                      ((__float_as_uint(d) & 0x7fffffu) != 0x7fffffu);
+    slow |= !fast;
+    return __fmaf_rn(__fmaf_rn(-d, q0, x), r, q0);
+}
+
+/* silu() of a chunk's eight gate values (two per 32-bit word, as loaded):
+ * silu_steps' fallback, out of line. */
+template <class T> __device__ __noinline__ f8 silu_by_division(vec8 x)
+{
+    f8 g;
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        g.v[2 * q] = silu(lo_of<T>(x.w[q]));
+        g.v[2 * q + 1] = silu(hi_of<T>(x.w[q]));
+    }
+    return g;
 }
 
 /* quantize<Q>(x, s) of mt_device.cuh for two quotients a and b: a in the
@@ -126,15 +167,32 @@ struct chunk_raw {
     float w;
 };
 
+/* Row r's input row and (without an activation) router weight: worked out
+ * once a row where the chunks of a row go together (a 32-bit division by
+ * row_div and a load each, per chunk before). */
+template <class T> struct quant_row {
+    const T *in;
+    float w;
+};
+
 template <class T, int ACT>
-__device__ __forceinline__ void load_chunk(const mt_quant_args &a, int r, int c, chunk_raw &k)
+__device__ __forceinline__ quant_row<T> quant_row_of(const mt_quant_args &a, int r)
 {
-    const T *in = static_cast<const T *>(a.in) + (int64_t)(r / a.row_div) * a.ld_in + c * 8;
+    quant_row<T> q;
+    q.in = static_cast<const T *>(a.in) + (int64_t)(r / a.row_div) * a.ld_in;
+    q.w = ACT < 0 && a.row_weight ? a.row_weight[r] : 1.0f;
+    return q;
+}
+
+template <class T, int ACT>
+__device__ __forceinline__ void load_chunk(const mt_quant_args &a, const quant_row<T> &row, int c, chunk_raw &k)
+{
+    const T *in = row.in + c * 8;
     k.x = *reinterpret_cast<const vec8 *>(in);
     if constexpr (ACT >= 0)
         k.u = *reinterpret_cast<const vec8 *>(in + a.n);
     else
-        k.w = a.row_weight ? a.row_weight[r] : 1.0f;
+        k.w = row.w;
 }
 
 /* The values the oracle quantizes, rounded as quant_values rounds them;
@@ -152,11 +210,10 @@ __device__ __forceinline__ void chunk_values(const mt_quant_args &a, const chunk
             g[2 * q + 1] = silu_steps(hi_of<T>(k.x.w[q]), slow);
         }
         if (slow) {
+            const f8 s = silu_by_division<T>(k.x);
 #pragma unroll
-            for (int q = 0; q < 4; q++) {
-                g[2 * q] = silu(lo_of<T>(k.x.w[q]));
-                g[2 * q + 1] = silu(hi_of<T>(k.x.w[q]));
-            }
+            for (int q = 0; q < 8; q++)
+                g[q] = s.v[q];
         }
 #pragma unroll
         for (int q = 0; q < 4; q++) {
@@ -249,7 +306,7 @@ __device__ void act_quant_tensor_wide(const mt_quant_args &a)
             split_index(i, chunks, row[j], col[j]);
             ok[j] = j < per && i < total && quant_row_live(a, row[j]);
             if (ok[j])
-                load_chunk<T, ACT>(a, row[j], col[j], k[j]);
+                load_chunk<T, ACT>(a, quant_row_of<T, ACT>(a, row[j]), col[j], k[j]);
         }
 #pragma unroll
         for (int j = 0; j < UNITS; j++) {
@@ -278,12 +335,13 @@ template <class T, int ACT, int UNITS, bool STEPS, class F>
 __device__ __forceinline__ void for_row_chunks(const mt_quant_args &a, int r, int lane, F &&f)
 {
     const int chunks = a.n / 8;
+    const quant_row<T> row = quant_row_of<T, ACT>(a, r);
     for (int c0 = lane; c0 < chunks; c0 += 32 * UNITS) {
         chunk_raw k[UNITS];
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
             if (c0 + 32 * j < chunks)
-                load_chunk<T, ACT>(a, r, c0 + 32 * j, k[j]);
+                load_chunk<T, ACT>(a, row, c0 + 32 * j, k[j]);
 #pragma unroll
         for (int j = 0; j < UNITS; j++)
             if (c0 + 32 * j < chunks) {
@@ -327,7 +385,8 @@ template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS>
 __device__ void act_quant_block_wide(const mt_quant_args &a)
 {
     block_rows<Q, THREADS, UNITS, chunk_raw>(
-        a, [&](int r, int c, chunk_raw &k) { load_chunk<T, ACT>(a, r, c, k); },
+        a, [&](int r) { return quant_row_of<T, ACT>(a, r); },
+        [&](const quant_row<T> &row, int c, chunk_raw &k) { load_chunk<T, ACT>(a, row, c, k); },
         [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT, STEPS>(a, k, v); },
         [&](int r, int c, const float(&v)[8], float s) { chunk_scale<Q, STEPS>(s).store(a, r, c, v, true); });
 }

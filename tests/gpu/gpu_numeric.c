@@ -354,7 +354,13 @@ static void test_quantizers(void **state)
  * that is at least 2^-12 (below, every quotient quantizes to a signed
  * zero). For every bf16 and fp16 value x (the values act_quant quantizes),
  * against the scales of every bf16 amax in [1, 4) (the steps scale with the
- * exponent) and of the extremes. */
+ * exponent) and of the extremes. And the act kernels' own chunks
+ * (chunk_values, silu by the steps, a chunk with a value outside their
+ * domain done again by silu_by_division): every eight consecutive bf16 and
+ * fp16 values as a chunk of gate values (up 1), against silu() rounded to
+ * the element type, bit for bit (NaN for NaN): zeros of both signs,
+ * subnormals, values past 40 and 2^64, infinities and NaNs all come in
+ * chunks of their own. */
 static const char wide_src[] =
     "#include \"act_quant_wide.cuh\"\n"
     "__device__ void check(float x, float s, float q, unsigned *bad) {\n"
@@ -386,7 +392,27 @@ static const char wide_src[] =
     "      atomicAdd(&slow[1], 1u);\n"
     "    }\n"
     "  }\n"
-    "}\n";
+    "}\n"
+    "template <class T> __device__ void silu_chunks(unsigned one, unsigned *bad) {\n"
+    "  const unsigned c = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (c >= 0x10000 / 8) return;\n"
+    "  mt::chunk_raw k;\n"
+    "  for (int q = 0; q < 4; q++) {\n"
+    "    k.x.w[q] = (8 * c + 2 * q) | (8 * c + 2 * q + 1) << 16;\n"
+    "    k.u.w[q] = one | one << 16;\n"
+    "  }\n"
+    "  k.w = 1.0f;\n"
+    "  mt_quant_args a = {};\n"
+    "  float v[8];\n"
+    "  mt::chunk_values<T, 0, true>(a, k, v);\n"
+    "  for (int q = 0; q < 8; q++) {\n"
+    "    const float want = mt::round_to<T>(mt::silu(q & 1 ? mt::hi_of<T>(k.x.w[q / 2]) : mt::lo_of<T>(k.x.w[q / 2])));\n"
+    "    if (__float_as_uint(v[q]) != __float_as_uint(want) && !(v[q] != v[q] && want != want))\n"
+    "      atomicAdd(bad, 1u);\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void silu_chunks_bf16(unsigned *bad) { silu_chunks<mt::bf16>(0x3f80u, bad); }\n"
+    "extern \"C\" __global__ void silu_chunks_f16(unsigned *bad) { silu_chunks<mt::f16>(0x3c00u, bad); }\n";
 
 static void test_wide_division_steps(void **state)
 {
@@ -422,7 +448,20 @@ static void test_wide_division_steps(void **state)
     printf("wide steps: silu %u values (%u by silu() itself), %u differ; quotients of %u pairs "
            "(%u of them bounded too): %u differ from the division, %u quantize otherwise\n", n,
            slow[0], bad[0], n * ns, slow[1], bad[1], bad[2]);
-    CUdeviceptr all[] = {dx, ds, dbad, dslow};
+    /* The act kernels' chunks: 8192 a dtype, a thread each. */
+    unsigned chunk_bad[2];
+    CUdeviceptr dchunk = dalloc(4);
+    for (int dt = 0; dt < 2; dt++) {
+        CUfunction fc;
+        CU(mt_cu.cuModuleGetFunction(&fc, mod, dt ? "silu_chunks_f16" : "silu_chunks_bf16"));
+        CU(mt_cu.cuMemsetD8(dchunk, 0, 4));
+        void *cargs[] = {&dchunk};
+        launch(fc, 0x10000 / 8, cargs);
+        CU(mt_cu.cuMemcpyDtoH(&chunk_bad[dt], dchunk, 4));
+    }
+    printf("wide steps: act chunks of every bf16 and fp16 value (silu, up 1): %u and %u differ from "
+           "silu()\n", chunk_bad[0], chunk_bad[1]);
+    CUdeviceptr all[] = {dx, ds, dbad, dslow, dchunk};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mt_cu.cuMemFree(all[i]);
     mt_cu.cuModuleUnload(mod);
@@ -430,6 +469,8 @@ static void test_wide_division_steps(void **state)
     assert_int_equal(bad[0], 0);
     assert_int_equal(bad[1], 0);
     assert_int_equal(bad[2], 0);
+    assert_int_equal(chunk_bad[0], 0);
+    assert_int_equal(chunk_bad[1], 0);
 }
 
 int main(void)
