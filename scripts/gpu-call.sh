@@ -5,7 +5,7 @@
 # the staged templates and libraries) and defines left: the seconds of the
 # call left, of MT_CALL_LIMIT (default 570, under the tool's 600) counted
 # from here; and pack_tuned_db, the end of a call that tuned into
-# $out/nvidia-h200.db.
+# $out/nvidia-h200.db; and db_as_this_gpu, for a card other than the H200.
 T0=$(date +%s)
 left() { echo $(( ${MT_CALL_LIMIT:-570} - ($(date +%s) - T0) )); }
 if compgen -G ".gpu/bin/*.gz" >/dev/null; then
@@ -26,4 +26,23 @@ pack_tuned_db() {
     python3 -c "import sqlite3; c = sqlite3.connect('nvidia-h200.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()" &&
     gzip -9 nvidia-h200.db && ls -la)
   echo "== call: $(( $(date +%s) - T0 )) s"
+}
+
+# db_as_this_gpu SRC DST: a copy of the tuned file SRC at DST with its sku
+# columns renamed from the H200's name to this GPU's, so that on another
+# Hopper card (an nvidia-h200 request may get an H100) the H200's picks are
+# this card's own entries: the runtime takes them as tuned, and a retime or
+# retune writes this card's times over them (session 37). On an H200 it is
+# a plain copy.
+db_as_this_gpu() {
+  python3 - "$1" "$2" "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" <<'PY'
+import shutil, sqlite3, sys
+src, dst, name = sys.argv[1:]
+shutil.copy(src, dst)
+c = sqlite3.connect(dst)
+for (t,) in c.execute("select name from sqlite_master where type = 'table'").fetchall():
+    if any(col[1] == "sku" for col in c.execute(f"pragma table_info({t})")):
+        c.execute(f"update {t} set sku = ? where sku = 'NVIDIA H200'", (name,))
+c.commit(); c.close()
+PY
 }
