@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Session 37, call 1 of a chained pair (the second, device-call2.sh, runs on
-# the same machine while it is warm and takes up what this one leaves in
-# /tmp/mt-keep). Staged: main with both of session 36's patches applied for
+# Session 37, call 1, written as the first of a chained pair: a second call
+# on the same warm machine was to take up what this one leaves in
+# /tmp/mt-keep. An H100 came, so only the proofs ran, and the second call
+# was dropped (README.md says what ran instead). Staged: main with both of session 36's patches applied for
 # the binaries (gpu_numeric gains the act kernels' fallback chunks), built
 # and staged with MT_STAGE_GZIP=1 scripts/gpu-prepare.sh, then the template
 # sets put in place by hand:
 #   .gpu/templates          main + act-steps.patch       (this call)
-#   .gpu/templates-both     main + both patches           (call 2, if this passes)
-#   .gpu/templates-persist  main + persist-skip.patch     (call 2, if it fails)
+#   .gpu/templates-both     main + both patches           (the second call, if this passes)
+#   .gpu/templates-persist  main + persist-skip.patch     (the second call, if it fails)
 # the shipped file copied to .gpu/old.db; carry [".gpu"]:
 #   bash docs/measurements/2026-12-05-s37/device-call1.sh
 # It is session 36's device-call6.sh (which says what each step proves) with
-# the tuned file and a pass mark kept for call 2.
+# the tuned file and a pass mark kept for the second call.
 set -uo pipefail
 rm -rf /tmp/mt-keep && mkdir -p /tmp/mt-keep
 bash docs/measurements/2026-12-05-s36/device-call6.sh 2>&1 | tee /tmp/mt-keep/call1.txt
