@@ -34,6 +34,11 @@
 #            side on MT_AB_NEW_DB where set (after a retune in the same call:
 #            the old build and database against the new ones). The ab steps
 #            take MT_BENCH_PROBLEMS (default all five).
+#   abdefaults  the untuned default pipelines (no database: the runtime's
+#            built-in rule, bench's default_us) of .gpu/bin-old/moetune
+#            against this build's, in the same order, at MT_AB_M (default
+#            the peer table's ten), the peer's experts hit: for a change of
+#            the default tile rule (common/defaults.c).
 #   abearly  likewise, MT_AB_DB's (default the shipped database) under
 #            MOETUNE_PDL=late (no GEMM reads weights before its wait)
 #            against the default launches.
@@ -105,29 +110,33 @@ step_runtime() {
 # default all five), in the order MT_AB_ORDER (default "old new new old", so
 # that a drift of the card over the run weighs on both sides alike): $1 the
 # step's name (log prefix), $2 the M list, then per side its environment
-# (NAME=VALUE, or empty), binary and database. Each side's runs go into
-# $step-NAME-SIDE.json (a line per M and run); scripts/ab-summary.py prints
-# the per-M means of both sides and their ratio.
+# (NAME=VALUE, or empty), binary and database ("-": none, the untuned
+# defaults), then optionally the JSON field compared (default tuned_us).
+# Each side's runs go into $step-NAME-SIDE.json (a line per M and run);
+# scripts/ab-summary.py prints the per-M means of both sides and their ratio.
 ab_sides() {
-  local step=$1 mlist=$2 spec name shape side env bin db hits run=0 rc=0
+  local step=$1 mlist=$2 spec name shape side env bin db dbopt hits run=0 rc=0
   for spec in "${problems[@]}"; do
     IFS='|' read -r name shape <<<"$spec"
     [ -z "${MT_BENCH_PROBLEMS:-}" ] || [[ " $MT_BENCH_PROBLEMS " == *" $name "* ]] || continue
     rm -f "$out/steps/$step-$name-old.json" "$out/steps/$step-$name-new.json"
     for side in ${MT_AB_ORDER:-old new new old}; do
       if [ "$side" = old ]; then env=$3 bin=$4 db=$5; else env=$6 bin=$7 db=$8; fi
-      [ -x "$bin" ] && [ -f "$db" ] || { echo "== $step: no $bin or $db"; return 1; }
+      # db "-": no database, the untuned defaults (step abdefaults)
+      [ -x "$bin" ] && { [ "$db" = - ] || [ -f "$db" ]; } || { echo "== $step: no $bin or $db"; return 1; }
+      dbopt=(--db "$db")
+      [ "$db" != - ] || dbopt=()
       hits=$(peer_hits "$name" "$mlist")
       run=$((run + 1))
       # shellcheck disable=SC2086 # option lists
       env ${env:+"$env"} timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
-        --db "$db" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
+        "${dbopt[@]}" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
         >>"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
       cat "$out/steps/$step-run$run.json" >>"$out/steps/$step-$name-$side.json" 2>/dev/null
       rm -f "$out/steps/$step-run$run.json"
     done
     python3 scripts/ab-summary.py "$step $name" "$out/steps/$step-$name-old.json" "$out/steps/$step-$name-new.json" \
-      || rc=1
+      ${9:-} || rc=1
   done
   return $rc
 }
@@ -142,6 +151,10 @@ step_abbin() {
     "${MT_AB_NEW_DB:-$shipped}"
 }
 
+step_abdefaults() {
+  ab_sides abdefaults "${MT_AB_M:-1,8,32,64,128,256,512,1024,2048,4096}" "" .gpu/bin-old/moetune - "" .gpu/bin/moetune - \
+    default_us
+}
 step_abearly() {
   local db=${MT_AB_DB:-$shipped}
   ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" "" .gpu/bin/moetune "$db"
