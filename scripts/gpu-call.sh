@@ -8,10 +8,11 @@
 # $out/nvidia-h200.db; and db_as_this_gpu, for a card other than the H200.
 T0=$(date +%s)
 left() { echo $(( ${MT_CALL_LIMIT:-570} - ($(date +%s) - T0) )); }
-if compgen -G ".gpu/bin/*.gz" >/dev/null; then
-  gunzip -f .gpu/bin/*.gz
+# .gpu/bin-old: another build's CLI (gpu-prepare.sh MT_STAGE_OLD), gzipped alike.
+if compgen -G ".gpu/bin*/*.gz" >/dev/null; then
+  gunzip -f .gpu/bin*/*.gz
 fi
-chmod +x .gpu/bin/*
+chmod +x .gpu/bin*/*
 gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "== $gpu"
 . scripts/gpu-env.sh
