@@ -112,6 +112,7 @@ step_runtime() {
 # step's name (log prefix), $2 the M list, then per side its environment
 # (NAME=VALUE, or empty), binary and database ("-": none, the untuned
 # defaults), then optionally the JSON field compared (default tuned_us).
+# A bench run may take MT_AB_RUN_TIMEOUT seconds (default 120).
 # Each side's runs go into $step-NAME-SIDE.json (a line per M and run);
 # scripts/ab-summary.py prints the per-M means of both sides and their ratio.
 ab_sides() {
@@ -129,7 +130,7 @@ ab_sides() {
       hits=$(peer_hits "$name" "$mlist")
       run=$((run + 1))
       # shellcheck disable=SC2086 # option lists
-      env ${env:+"$env"} timeout 120 "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
+      env ${env:+"$env"} timeout "${MT_AB_RUN_TIMEOUT:-120}" "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
         "${dbopt[@]}" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
         >>"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
       cat "$out/steps/$step-run$run.json" >>"$out/steps/$step-$name-$side.json" 2>/dev/null
@@ -155,6 +156,7 @@ step_abdefaults() {
   ab_sides abdefaults "${MT_AB_M:-1,8,32,64,128,256,512,1024,2048,4096}" "" .gpu/bin-old/moetune - "" .gpu/bin/moetune - \
     default_us
 }
+
 step_abearly() {
   local db=${MT_AB_DB:-$shipped}
   ab_sides abearly "${MT_AB_M:-1,8,32,64,256,1024,4096}" MOETUNE_PDL=late .gpu/bin/moetune "$db" "" .gpu/bin/moetune "$db"
