@@ -17,15 +17,17 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=c
 echo "== $gpu"
 . scripts/gpu-env.sh
 
-# pack_tuned_db WHAT: gpu_runtime on $out/nvidia-h200.db (WHAT names it in
-# the summary line) with the time left, then its log and the file gzipped
-# (the file checkpointed first) to come back, $out listed, the call's time.
+# pack_tuned_db WHAT [NAME]: gpu_runtime on $out/nvidia-h200.db (WHAT names
+# it in the summary line) with the time left, then its log and the file
+# gzipped (the file checkpointed first, and renamed NAME.db where given: a
+# file tuned on another card) to come back, $out listed, the call's time.
 pack_tuned_db() {
+  local name=${2:-nvidia-h200}
   MT_SHIPPED_DB="$out/nvidia-h200.db" timeout $(( $(left) - 5 )) .gpu/bin/gpu_runtime >"$out/runtime.log" 2>&1
   echo "== gpu_runtime on $1: exit $?; $(grep -E 'FAIL|checks,' "$out/runtime.log" | tail -4 | tr '\n' ' ')"
   (cd "$out" && gzip -9 runtime.log &&
     python3 -c "import sqlite3; c = sqlite3.connect('nvidia-h200.db'); c.execute('pragma wal_checkpoint(TRUNCATE)'); c.close()" &&
-    gzip -9 nvidia-h200.db && ls -la)
+    { [ "$name" = nvidia-h200 ] || mv nvidia-h200.db "$name.db"; } && gzip -9 "$name.db" && ls -la)
   echo "== call: $(( $(date +%s) - T0 )) s"
 }
 
