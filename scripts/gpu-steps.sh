@@ -131,7 +131,7 @@ ab_sides() {
       run=$((run + 1))
       # shellcheck disable=SC2086 # option lists
       env ${env:+"$env"} timeout "${MT_AB_RUN_TIMEOUT:-120}" "$bin" bench $shape --M "$mlist" --reps 10 --max-candidates 1 --pipeline-only \
-        "${dbopt[@]}" ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
+        ${dbopt[@]+"${dbopt[@]}"} ${hits:+--experts-hit "$hits"} --json "$out/steps/$step-run$run.json" \
         >>"$out/steps/$step-$name-$side.log" 2>&1 || rc=1
       cat "$out/steps/$step-run$run.json" >>"$out/steps/$step-$name-$side.json" 2>/dev/null
       rm -f "$out/steps/$step-run$run.json"
@@ -228,6 +228,18 @@ PY
   return $rc
 }
 
+# A call that runs this script more than once keeps each run's logs: the
+# first in steps.tgz, the next in steps-2.tgz, and so on. A run cut short by
+# the caller's timeout (TERM, to the whole process group) packs what it has,
+# since a device call returns few files and the loose logs would be lost.
+pack_steps() {
+  local pack=steps.tgz n=1
+  [ -d "$out/steps" ] || return 0
+  while [ -e "$out/$pack" ]; do n=$((n + 1)) pack=steps-$n.tgz; done
+  tar -czf "$out/$pack" -C "$out" steps && rm -rf "$out/steps"
+}
+trap 'echo "== cut short: packing the logs so far"; pack_steps; exit 124' TERM
+
 rc=0
 for s in "$@"; do
   start=$(date +%s)
@@ -240,9 +252,5 @@ for s in "$@"; do
   fi
   echo "== step $s: $(( $(date +%s) - start )) s"
 done
-# A call that runs this script more than once keeps each run's logs: the
-# first in steps.tgz, the next in steps-2.tgz, and so on.
-pack=steps.tgz n=1
-while [ -e "$out/$pack" ]; do n=$((n + 1)) pack=steps-$n.tgz; done
-tar -czf "$out/$pack" -C "$out" steps && rm -rf "$out/steps"
+pack_steps
 exit $rc
