@@ -12,23 +12,27 @@
 /* Average rows per local expert: M * topk / local_E. */
 double mt_rows_per_expert(const mt_problem *p);
 
-/* BLOCK_M of the default grouped-GEMM tile for p: 16 below 24 rows per
- * expert, 64 below 192, 128 beyond. The default pipeline is the templates'
- * default_set tile with that BLOCK_M, GEMM1 with the activation fused into
- * its epilogue, GEMM2 the same tile storing. */
+/* BLOCK_M of the default grouped-GEMM tile for p off sm_90a: 16 below 24
+ * rows per expert, 64 below 192, 128 beyond. The default pipeline is the
+ * templates' default_set tile that mt_default_gemm_for names, GEMM1 with
+ * the activation fused into its epilogue, GEMM2 the same tile storing. */
 int64_t mt_default_block_m(const mt_problem *p);
 
 /* The default GEMM tile for p on arch ("sm_90a", "sm_80", ...): a family,
- * BLOCK_M and, where the family's default set has several tiles of that
- * BLOCK_M, the parameter values that single one out. On sm_90a, tiles of
- * 128 rows run on warpgroup MMA (grouped_gemm_sm90), warp-specialized
- * with TMA weight loads: 128x256 for 16-bit operands, 128x128 for 8-bit
- * ones (measured on the H200, docs/PERFORMANCE.md); everything else is
- * grouped_gemm. */
+ * BLOCK_M and the parameter values that single one tile of the family's
+ * default set out. Off sm_90a (and for the weight-only modes) grouped_gemm
+ * with mt_default_block_m's rows. On sm_90a grouped_gemm_sm90 (warpgroup
+ * MMA, weights by TMA) in every regime, after the H200's tuned winners
+ * (common/defaults.c says which tile where): swapped 16- or 32-row tiles
+ * under 24 rows per expert (16-bit and block-scaled operands; the
+ * per-tensor and per-token modes keep grouped_gemm's 16-row tile there),
+ * 64-row tiles below 64 rows per expert (16-bit operands, warp-specialized)
+ * or 192 (8-bit ones, pingpong), 128-row warp-specialized tiles beyond:
+ * 128x256 for 16-bit operands, 128x128 for 8-bit ones. */
 typedef struct mt_default_gemm {
     const char *family;
     char block_m[8];
-    const char *kv[4];   /* name, value, name, value */
+    const char *kv[8];   /* name, value, ...: up to four pairs */
     int nkv;             /* pairs in kv */
 } mt_default_gemm;
 void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm *out);

@@ -72,8 +72,9 @@ typedef struct mt_rt_choice {
 mt_status mt_rt_lookup(mt_db *const *dbs, int ndbs, const mt_rt_machine *m, const mt_problem *p,
                        int64_t M, int no_defaults, mt_rt_choice *out, char *msg, size_t msg_size);
 
-/* BLOCK_M of the default grouped GEMM for M tokens: rows per expert
- * a = M * topk / E; a < 24 -> 16, a < 192 -> 64, else 128. */
+/* BLOCK_M of the default grouped GEMM for M tokens off sm_90a: rows per
+ * expert a = M * topk / E; a < 24 -> 16, a < 192 -> 64, else 128
+ * (common/defaults.h; sm_90a has its own tiles there). */
 int mt_rt_default_block_m(const mt_problem *p, int64_t M);
 
 /* The default pipeline of p at M (backend "default", arch `arch`). */

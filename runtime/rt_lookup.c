@@ -139,9 +139,10 @@ mt_status mt_rt_default_pipeline(const mt_problem *p, int64_t M, const char *arc
     mt_default_gemm dg;
     mt_default_gemm_for(&at, arch, &dg);
     const char *dt = mt_dtype_name(p->dtype), *fmt = mt_act_format_name(p->format);
-    const char *g1[] = {"dtype", dt, "quant", mt_quant_mode_name(p->quant.mode), "format", fmt,
-                        "epilogue", mt_activation_name(p->activation), "BLOCK_M", dg.block_m,
-                        dg.kv[0], dg.kv[1], dg.kv[2], dg.kv[3]};
+    const char *g1[10 + MT_ARRAY_LEN(dg.kv)] = {"dtype", dt, "quant", mt_quant_mode_name(p->quant.mode),
+                                                "format", fmt, "epilogue", mt_activation_name(p->activation),
+                                                "BLOCK_M", dg.block_m};
+    memcpy(&g1[10], dg.kv, sizeof dg.kv);
     const int ng1 = 5 + dg.nkv;
     const char *red[] = {"dtype", dt};
     mt_variant al, k1, k2, rd;

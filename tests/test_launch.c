@@ -351,31 +351,38 @@ static void test_wide_tensor_quant_grid(void **state)
 }
 
 /* A driver without cuTensorMapEncodeTiled: a clear error naming the step,
- * the kernel and the missing entry point, and no GEMM launched. */
+ * the kernel and the missing entry point, and no GEMM launched; at a
+ * prefill size and at a decode one (sm_90a's swapped default tiles take
+ * their weights by TMA too). */
 static void test_no_encoder(void **state)
 {
     (void)state;
-    mt_problem p;
-    mt_problem_init(&p, 4096, 8, 2, 512, 384);
-    mt_moe_plan plan;
-    default_plan(&p, &plan);
-    fake_driver(0);
-    mt_moe_tensors t = fake_tensors();
-    char msg[512] = "";
-    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_ERR_NO_DRIVER);
-    assert_non_null(strstr(msg, "cuTensorMapEncodeTiled"));
-    assert_non_null(strstr(msg, "gemm1"));
-    assert_non_null(strstr(msg, plan.step[MT_STEP_GEMM1].v.name));
-    for (int i = 0; i < fake.launches && i < 16; i++)
-        assert_int_not_equal(fake.launched[i], MT_STEP_GEMM1);
+    static const int64_t Ms[] = {4096, 4};
+    for (size_t m = 0; m < MT_ARRAY_LEN(Ms); m++) {
+        mt_problem p;
+        mt_problem_init(&p, Ms[m], 8, 2, 512, 384);
+        mt_moe_plan plan;
+        default_plan(&p, &plan);
+        fake_driver(0);
+        mt_moe_tensors t = fake_tensors();
+        char msg[512] = "";
+        assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_ERR_NO_DRIVER);
+        assert_non_null(strstr(msg, "cuTensorMapEncodeTiled"));
+        assert_non_null(strstr(msg, "gemm1"));
+        assert_non_null(strstr(msg, plan.step[MT_STEP_GEMM1].v.name));
+        for (int i = 0; i < fake.launches && i < 16; i++)
+            assert_int_not_equal(fake.launched[i], MT_STEP_GEMM1);
+    }
 }
 
-/* Decode-sized batches run mma.sync tiles: no descriptor is encoded. */
+/* Kernels without TMA need no descriptor: grouped_gemm's mma.sync tiles,
+ * the per-tensor modes' default at decode on sm_90a (common/defaults.c). */
 static void test_no_map_for_other_kernels(void **state)
 {
     (void)state;
     mt_problem p;
     mt_problem_init(&p, 4, 8, 2, 512, 384);
+    p.quant.mode = MT_QUANT_FP8_PER_TENSOR;
     mt_moe_plan plan;
     default_plan(&p, &plan);
     assert_null(mt_variant_get(&plan.step[MT_STEP_GEMM1].v, "BLOAD"));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/defaults.h"
 #include "common/util.h"
 #include "moetune/db.h"
 #include "moetune/gen.h"
@@ -230,18 +231,62 @@ static void test_create_and_run_refuse_bad_input(void **state)
     mt_prepare_finalize_destroy(pf);
 }
 
+/* How many of the n GEMM variants vs (the default sets) common/defaults.c
+ * calls p's default with the given epilogue; *name: the last such. */
+static int count_defaults(const mt_variant *vs, size_t n, const mt_problem *p, const char *epilogue,
+                          const char **name)
+{
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = &vs[i];
+        if (strcmp(mt_variant_get(v, "dtype"), mt_dtype_name(p->dtype)) ||
+            strcmp(mt_variant_get(v, "quant"), mt_quant_mode_name(p->quant.mode)) ||
+            strcmp(mt_variant_get(v, "format"), mt_act_format_name(p->format)) ||
+            strcmp(mt_variant_get(v, "epilogue"), epilogue) || !mt_default_gemm_is(v, p))
+            continue;
+        k++;
+        *name = v->name;
+    }
+    return k;
+}
+
 /* Every problem the runtime accepts has a built-in default at every size of
- * M the tile rule distinguishes, for each quant mode, format and activation. */
+ * M the tile rules distinguish, for each quant mode, format and activation,
+ * on sm_90a: exactly one tile of the GEMM families' default sets is the
+ * default (the runtime takes the first that matches, common/defaults.c's
+ * pairs must single it out), GEMM1 with the activation, GEMM2 its store
+ * twin, the same tiles the tuner takes for its baseline. */
 static void test_defaults_cover_every_mode(void **state)
 {
     (void)state;
-    static const int64_t Ms[] = {1, 1000, 100000};   /* BLOCK_M 16, 64, 128 */
+    /* Rows per expert 0.06, 11.9, 12, 15.6, 23.9, 24, 62.5, 64, 187.5, 192
+     * and 6250: every regime of the tile rules and their edges. */
+    static const int64_t Ms[] = {1, 191, 192, 250, 383, 384, 1000, 1024, 3000, 3072, 100000};
+    static const char *const families[] = {"grouped_gemm", "grouped_gemm_sm90"};
+    mt_variant *all = NULL;
+    size_t nall = 0;
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    assert_int_equal(mt_gen_open(&cfg, &g), MT_OK);
+    for (size_t f = 0; f < MT_ARRAY_LEN(families); f++) {
+        mt_gen_filter fl = {.family = families[f], .arch = "sm_90a", .defaults_only = 1};
+        mt_variant *v = NULL;
+        size_t nv = 0;
+        if (mt_gen_enumerate(g, &fl, &v, &nv, NULL))
+            fail_msg("%s: %s", families[f], mt_gen_errmsg(g));
+        all = realloc(all, (nall + nv) * sizeof *all);
+        assert_non_null(all);
+        memcpy(all + nall, v, nv * sizeof *v);
+        nall += nv;
+        free(v);
+    }
+    mt_gen_close(g);
     char msg[512];
     for (int q = 0; q < MT_QUANT_COUNT_; q++)
         for (int f = 0; f < MT_FORMAT_COUNT_; f++)
             for (int a = 0; a < MT_ACT_COUNT_; a++)
                 for (int dt = 0; dt < 2; dt++)
-                    for (size_t m = 0; m < sizeof Ms / sizeof Ms[0]; m++) {
+                    for (size_t m = 0; m < MT_ARRAY_LEN(Ms); m++) {
                         mt_problem p;
                         mt_problem_init(&p, Ms[m], 128, 8, 2048, 768);
                         p.dtype = dt ? MT_DTYPE_FP16 : MT_DTYPE_BF16;
@@ -251,15 +296,27 @@ static void test_defaults_cover_every_mode(void **state)
                         p.format = (mt_act_format)f;
                         p.max_tokens = 64;
                         p.activation = (mt_activation)a;
+                        char what[160];
+                        snprintf(what, sizeof what, "%s %s %s %s M=%lld", mt_quant_mode_name(p.quant.mode),
+                                 mt_act_format_name(p.format), mt_activation_name(p.activation),
+                                 mt_dtype_name(p.dtype), (long long)Ms[m]);
                         mt_db_pipeline pl;
                         mt_status st = mt_rt_default_pipeline(&p, Ms[m], "sm_90a", &pl, msg,
                                                               sizeof msg);
                         if (st)
-                            fail_msg("no default for %s %s %s %s M=%lld: %s",
-                                     mt_quant_mode_name(p.quant.mode), mt_act_format_name(p.format),
-                                     mt_activation_name(p.activation), mt_dtype_name(p.dtype),
-                                     (long long)Ms[m], msg);
+                            fail_msg("no default for %s: %s", what, msg);
+                        const char *g1 = NULL, *g2 = NULL;
+                        const int n1 = count_defaults(all, nall, &p, mt_activation_name(p.activation), &g1);
+                        const int n2 = count_defaults(all, nall, &p, "store", &g2);
+                        if (n1 != 1 || n2 != 1)
+                            fail_msg("%s: %d GEMM1 and %d GEMM2 tiles are the default", what, n1, n2);
+                        if (strcmp(g1, mt_db_pipeline_kernel(&pl, "gemm1")) ||
+                            strcmp(g2, mt_db_pipeline_kernel(&pl, "gemm2")))
+                            fail_msg("%s: the pipeline's GEMMs %s and %s are not the default tiles %s and %s",
+                                     what, mt_db_pipeline_kernel(&pl, "gemm1"),
+                                     mt_db_pipeline_kernel(&pl, "gemm2"), g1, g2);
                     }
+    free(all);
 }
 
 /* libmoetune stores its default kernels' sources in pieces (family prefix,
@@ -340,13 +397,65 @@ static void test_default_tile_rule(void **state)
     assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_80", &pl, msg, sizeof msg), MT_OK);
     assert_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "sm90"));
     assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m128_"));
-    assert_int_equal(mt_rt_default_pipeline(&p, 2048, "sm_90a", &pl, msg, sizeof msg), MT_OK);
-    assert_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "sm90"));   /* 64-row tile */
-    p.quant.mode = MT_QUANT_FP8_BLOCK;
-    assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_90a", &pl, msg, sizeof msg), MT_OK);
-    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "grouped_gemm_sm90_fp16_fp8xblock_"));
-    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_n128_"));
-    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm2"), "_pws_fwait_btma"));
+    /* sm_90a: warpgroup-MMA tiles in every regime (rows per expert here M / 16). */
+    static const struct {
+        mt_quant_mode q;
+        int64_t M;
+        const char *want[4];
+    } sm90[] = {
+        {MT_QUANT_NONE, 4, {"grouped_gemm_sm90_fp16_none_batched_", "_m16_n128_", "_pws_", "_swyes"}},
+        {MT_QUANT_NONE, 250, {"_m32_n128_", "_pws_", "_swyes"}},
+        {MT_QUANT_NONE, 1000, {"grouped_gemm_sm90_", "_m64_n128_", "_pws_"}},
+        {MT_QUANT_NONE, 1024, {"_m128_n256_", "_pws_", "grouped_gemm_sm90_"}},
+        {MT_QUANT_FP8_BLOCK, 4, {"_fp8xblock_", "_m16_n128_", "_swyes"}},
+        {MT_QUANT_FP8_BLOCK, 3071, {"_fp8xblock_", "_m64_n128_", "_ppingpong_"}},
+        {MT_QUANT_FP8_BLOCK, 4096, {"_fp8xblock_", "_m128_n128_", "_pws_"}},
+        {MT_QUANT_INT8_BLOCK, 250, {"_int8xblock_", "_m32_n128_", "_swyes"}},
+    };
+    for (size_t i = 0; i < MT_ARRAY_LEN(sm90); i++) {
+        p.quant.mode = sm90[i].q;
+        assert_int_equal(mt_rt_default_pipeline(&p, sm90[i].M, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+        for (int k = 0; k < 2; k++) {
+            const char *name = mt_db_pipeline_kernel(&pl, k ? "gemm2" : "gemm1");
+            for (int w = 0; w < 4 && sm90[i].want[w]; w++)
+                if (!strstr(name, sm90[i].want[w]))
+                    fail_msg("%s M=%lld %s: %s lacks %s", mt_quant_mode_name(sm90[i].q),
+                             (long long)sm90[i].M, k ? "gemm2" : "gemm1", name, sm90[i].want[w]);
+            int swapped = 0;
+            for (int w = 0; w < 4 && sm90[i].want[w]; w++)
+                swapped |= !strcmp(sm90[i].want[w], "_swyes");
+            if (!swapped)
+                assert_null(strstr(name, "_swyes"));
+            assert_null(strstr(name, "_sk2"));
+            assert_null(strstr(name, "_atma"));
+        }
+    }
+    /* The regimes' edges (rows per expert M / 16), bf16 in the standard format. */
+    static const struct {
+        int64_t M;
+        const char *tile;
+    } edges[] = {{191, "_m16_n128_"}, {192, "_m32_n128_"}, {383, "_m32_n128_"},
+                 {384, "_m64_n128_"}, {1023, "_m64_n128_"}, {1024, "_m128_n256_"}};
+    p.format = MT_FORMAT_STANDARD;
+    p.dtype = MT_DTYPE_BF16;
+    p.quant.mode = MT_QUANT_NONE;
+    for (size_t i = 0; i < MT_ARRAY_LEN(edges); i++) {
+        assert_int_equal(mt_rt_default_pipeline(&p, edges[i].M, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+        const char *name = mt_db_pipeline_kernel(&pl, "gemm1");
+        if (!strstr(name, "grouped_gemm_sm90_bf16_none_standard_silu") || !strstr(name, edges[i].tile))
+            fail_msg("M=%lld: %s is not the %s tile", (long long)edges[i].M, name, edges[i].tile);
+    }
+    p.format = MT_FORMAT_BATCHED;
+    p.dtype = MT_DTYPE_FP16;
+    /* The per-tensor and per-token modes keep grouped_gemm's 16-row tile at
+     * decode (a one-token batch's error near the tests' tolerance). */
+    p.quant.mode = MT_QUANT_FP8_PER_TENSOR;
+    assert_int_equal(mt_rt_default_pipeline(&p, 4, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+    assert_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "sm90"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m16_"));
+    assert_int_equal(mt_rt_default_pipeline(&p, 1000, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_m64_n128_"));
+    assert_non_null(strstr(mt_db_pipeline_kernel(&pl, "gemm1"), "_ppingpong_"));
     p.quant.mode = MT_QUANT_W4A16;
     p.quant.group_size = 128;
     assert_int_equal(mt_rt_default_pipeline(&p, 4096, "sm_90a", &pl, msg, sizeof msg), MT_OK);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "moetune/gen.h"
 #include "tuner/select.h"
 
@@ -185,17 +186,38 @@ static void test_select_gemm2_any_split(void **state)
 }
 
 /* The untuned default among the default set (which has split tiles of the
- * same BLOCK_M) is unsplit, at decode and at prefill sizes. */
+ * same BLOCK_M) is unsplit, at decode and at prefill sizes: grouped_gemm's
+ * off sm_90a, grouped_gemm_sm90's on it (swapped 16-row tiles at M = 1 and
+ * 64 of Qwen3, a 128-row one at 1024, 64 rows per expert:
+ * common/defaults.c). */
 static void test_default_is_unsplit(void **state)
 {
     (void)state;
-    static const int64_t Ms[] = {1, 64, 1024};   /* 16-, 16- and 64-row tiles */
-    for (int m = 0; m < 3; m++) {
-        const mt_problem p = qwen3(Ms[m]);
-        size_t d = mt_find_default(defs, ndefs, &p);
-        assert_true(d < ndefs);
-        assert_int_equal(mt_variant_int(&defs[d], "SPLIT_K", 0), 1);
-        assert_string_equal(mt_variant_get(&defs[d], "epilogue"), "silu");
+    static const struct {
+        const char *family, *arch;
+        int block_m[3];
+    } sets[] = {{"grouped_gemm", "sm_80", {16, 16, 64}}, {"grouped_gemm_sm90", "sm_90a", {16, 16, 128}}};
+    static const int64_t Ms[] = {1, 64, 1024};
+    for (size_t s = 0; s < MT_ARRAY_LEN(sets); s++) {
+        mt_gen_config cfg = {.no_cache = 1};
+        mt_gen *g = NULL;
+        mt_variant *d = NULL;
+        size_t nd = 0;
+        mt_gen_filter f = {.family = sets[s].family, .arch = sets[s].arch, .defaults_only = 1, .nparams = 3,
+                           .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
+        if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &d, &nd, NULL))
+            fail_msg("%s: %s", sets[s].family, mt_gen_errmsg(g));
+        mt_gen_close(g);
+        for (int m = 0; m < 3; m++) {
+            const mt_problem p = qwen3(Ms[m]);
+            size_t i = mt_find_default(d, nd, &p);
+            if (i >= nd)
+                fail_msg("%s on %s: no default at M=%lld", sets[s].family, sets[s].arch, (long long)Ms[m]);
+            assert_int_equal(mt_variant_int(&d[i], "SPLIT_K", 0), 1);
+            assert_int_equal(mt_variant_int(&d[i], "BLOCK_M", 0), sets[s].block_m[m]);
+            assert_string_equal(mt_variant_get(&d[i], "epilogue"), "silu");
+        }
+        free(d);
     }
 }
 
