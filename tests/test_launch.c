@@ -489,7 +489,7 @@ static void test_dependent_launches(void **state)
     (void)state;
     static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_none_standard_silu_m16_n64_k64_g1_s8_ppersist"
                                   "_fwait_btma_swyes",
-                          *const g2s[] = {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s8_pws"
+                          *const g2s[] = {"mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s4_pws"
                                           "_fwait_btma_swyes",
                                           "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n64_k64_g1_s8"
                                           "_ppersist_fwait_btma_swyes"};
