@@ -184,10 +184,11 @@ for _, q in ipairs(QUANTS) do
   -- split; fp8-token 2.3e-3 unsplit, 3.18e-2 split. docs/PERFORMANCE.md,
   -- session 22.) The 16- and 32-row ws tiles, the untuned defaults on
   -- sm_90a below 24 rows per expert (common/defaults.c), take 4 stages:
-  -- at 75 KB of shared memory three CTAs share an SM, where at 8 stages one
-  -- did and a grid of few CTAs (DeepSeek-V3 fp8's GEMM1, 4 column blocks
-  -- an expert) or of short K (its GEMM2, K = 256) ran slower than the
-  -- mma.sync defaults (docs/PERFORMANCE.md, session 38).
+  -- 75 KB of shared memory (16 rows, three CTAs an SM) or 84 KB (32 rows,
+  -- two), where at 8 stages (149-150 KB) one CTA held an SM and the
+  -- defaults of DeepSeek-V3 fp8 (few CTAs in GEMM1, K = 256 in GEMM2) ran
+  -- slower than the mma.sync ones on an H100 (docs/PERFORMANCE.md, session
+  -- 38).
   for _, t in ipairs({
       { BLOCK_M = 16, BLOCK_N = 128, STAGES = 4, PIPE = "ws" },
       { BLOCK_M = 16, BLOCK_N = 128, STAGES = 6, PIPE = "ws", SPLIT_K = 2, only = SPLIT_DEFAULT },

@@ -10,7 +10,8 @@
 # 1. gpu_runtime: its compositions from the defaults run the 4-stage tiles.
 # 2. abdefaults, 8 stages (old) against 4 (new), at the M where the swapped
 #    tiles are the default (under 24 rows per expert; Mixtral M = 128 and
-#    256 take the 64-row tiles on both sides: a noise check).
+#    256 take the 64-row and the 128-row tiles on both sides: a noise check.
+#    This comment said 64-row for both when the call ran).
 set -uo pipefail
 . scripts/gpu-call.sh
 MT_AB_M=1,8,32,64,128,256 MT_AB_RUN_TIMEOUT=200 MT_STEPS_KEEP_GOING=1 timeout $(( $(left) - 10 )) \
