@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "common/util.h"
 #include "tuner/bench.h"
+#include "tuner/roofline.h"
 
 /* An output file (--json, --svg) that the bench fills in memory; at the end
  * the file is replaced when the run succeeded or wrote something (the JSON
@@ -144,7 +145,11 @@ static void usage(FILE *f)
             "untuned default and the best of the default kernel variants; then the\n"
             "batched experts stage alone and cuBLAS grouped GEMMs around the same\n"
             "activation on the same data. Each point is a CUDA-graph replay after an\n"
-            "L2 flush; the median is printed.\n");
+            "L2 flush; the median is printed. The roofline is the H200's on every GPU\n"
+            "(%.1f TB/s device to device, %.0f TFLOP/s dense bf16, 8-bit twice that:\n"
+            "the peer table's ceilings), so on another card its fraction compares with\n"
+            "the H200, not with that card's own limits.\n",
+            MT_H200_HBM_BYTES_PER_S * 1e-12, MT_H200_BF16_FLOPS * 1e-12);
 }
 
 int mt_cmd_bench(int argc, char **argv)

@@ -292,10 +292,10 @@ void mt_bench_print_header(FILE *f, const mt_bench_opts *o)
 {
     const int tuned = o->db_path != NULL;
     fprintf(f, "| M | experts hit |%s moetune default us | moetune best us (min-max) | TFLOP/s | "
-               "weight GB/s | roofline fraction | best kernel | moetune experts-only us | "
+               "weight GB/s | H200 roofline fraction | best kernel | moetune experts-only us | "
                "cuBLAS grouped experts-only us | experts speed-up vs cuBLAS |\n"
                "|---|---|%s---|---|---|---|---|---|---|---|---|\n",
-            tuned ? " moetune tuned us (min-max) | tuned roofline fraction | tuned kernel "
+            tuned ? " moetune tuned us (min-max) | tuned H200 roofline fraction | tuned kernel "
                     "(entry M) | tuned steps alone us |" : "",
             tuned ? "---|---|---|---|" : "");
 }

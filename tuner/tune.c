@@ -460,7 +460,7 @@ void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE
             o->label, s->sku, (long long)p->E, (long long)p->topk, (long long)p->K,
             (long long)p->N, mt_dtype_name(p->dtype), mt_act_format_name(p->format),
             mt_activation_name(p->activation), s->worker_restarts, s->wall_s);
-    fprintf(f, "| M | winner | us | TFLOP/s | weight GB/s | roofline | vs default | vs cuBLAS | "
+    fprintf(f, "| M | winner | us | TFLOP/s | weight GB/s | H200 roofline | vs default | vs cuBLAS | "
                "candidates (rejected) | gemm1 | gemm2 |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < s->unfinished; i++)
