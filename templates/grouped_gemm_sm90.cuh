@@ -648,9 +648,10 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * warpgroup skips its MMAs and the fold of its sums for the tile
  * (compute_tile_by, the "sync" loop), so that the other one has the tensor
  * cores alone; a CTA there has one tile, and this read of the tile's rows
- * hides under the pipeline's fill. The persistent loops do not ask (they
- * pass true): there the read sat between tile_of and each tile's first
- * MMA. The sums a skipping warpgroup stages stay at their cleared zeros
+ * hides under the pipeline's fill. In the persistent loops the skip is a
+ * tuning choice (PAD_SKIP, persist_may_skip), asked of the tile's
+ * output-row table (wg_rows_in_table): this read there sat between tile_of
+ * and each tile's first MMA. The sums a skipping warpgroup stages stay at their cleared zeros
  * (acc, or in the block modes facc, since the fold is skipped too), and no
  * row of it is written (write_tile: a missing row has no output row). Padding rows come last in
  * a block, so the warpgroup's first row tells. Swapped tiles (whose
@@ -659,9 +660,32 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * sees a value the same in every lane of the warp (as the warpgroup
  * index): the MMAs it guards are then not on a divergent path (which
  * serializes them, C7520). */
+/* (A function, not a static constexpr member: NVRTC emits such a member
+ * as a global of every image that names it, which moves the code of
+ * kernels that never read it; db refresh --compile would see them as
+ * changed.) */
+template <class Cfg> __device__ constexpr bool wg_may_skip() { return !Cfg::SWAP && Cfg::BM > 64; }
+
+/* Cfg::PAD_SKIP, declared by the persistent variants of PAD_SKIP yes only,
+ * so that the others' source and code stay as they were (functions, for
+ * the reason wg_may_skip is one). */
+template <class C> __device__ constexpr auto pad_skip_of(int) -> decltype(C::PAD_SKIP, bool())
+{
+    return C::PAD_SKIP;
+}
+template <class C> __device__ constexpr bool pad_skip_of(long) { return false; }
+/* Does a persistent loop's warpgroup of padding rows skip its MMAs? Only
+ * where the tuner chose it (PAD_SKIP yes): the skip made some persistent
+ * GEMMs faster and others slower on an H100 (Qwen3 fp8 M = 4096 GEMM1
+ * 0.979x the time, Mixtral M = 1024 GEMM2 1.046x; docs/PERFORMANCE.md,
+ * sessions 35 and 37). */
+template <class Cfg> __device__ constexpr bool persist_may_skip()
+{
+    return wg_may_skip<Cfg>() && pad_skip_of<Cfg>(0);
+}
 template <class Cfg> __device__ __forceinline__ bool wg_has_rows(const mt_gemm_args &a, const tile_rows &t, int wg)
 {
-    if constexpr (Cfg::SWAP || Cfg::BM <= 64) {
+    if constexpr (!wg_may_skip<Cfg>()) {
         return true;
     } else {
         int64_t arow, crow;
@@ -669,6 +693,22 @@ template <class Cfg> __device__ __forceinline__ bool wg_has_rows(const mt_gemm_a
         const bool has = tile_row<Cfg>(a, t, wg * 64, &arow, &crow, &slot);
         return __shfl_sync(0xffffffffu, has ? 1 : 0, 0) != 0;
     }
+}
+
+/* wg_has_rows for the persistent loops, from the output-row table of the
+ * tile's set (fill_out_rows: offset -1 for a padding row), which the
+ * copiers fill before they copy the tile's first stage (copy_tile), so that
+ * waiting for it (rows_filled) before the first MMA costs nothing the MMAs
+ * did not wait for, and the answer is a shared-memory read. With the
+ * global read of wg_has_rows there, between tile_of and each tile's first
+ * MMA, the persistent tiles ran up to 16 % slower (docs/PERFORMANCE.md,
+ * session 35). */
+template <class Cfg> __device__ __forceinline__ bool wg_rows_in_table(const out_rows &rows, int wg)
+{
+    if constexpr (!persist_may_skip<Cfg>())
+        return true;
+    else
+        return __shfl_sync(0xffffffffu, rows.dst[wg * 64] >= 0 ? 1 : 0, 0) != 0;
 }
 
 /* A computing warpgroup's MMAs over one output tile's K tiles kt0 ..
@@ -1026,16 +1066,20 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                     continue;
                 const int set = n & 1;
                 clear();
+                /* PAD_SKIP yes: the tile's rows, in its set's table before
+                 * its first stage comes, and a warpgroup of padding rows
+                 * skips its MMAs. Otherwise every warpgroup computes and
+                 * waits for the table at the epilogue. */
+                constexpr bool SKIP = persist_may_skip<Cfg>();
+                if constexpr (SKIP)
+                    mbar_wait(&rows_filled[set], (n >> 1) & 1);
+                const bool has_rows = wg_rows_in_table<Cfg>(rows_of(set), wg);
                 with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
-                    /* Every warpgroup computes (no wg_has_rows): in this
-                     * loop the test's read of the tile's rows would sit
-                     * between tile_of and the tile's first MMA, and with it
-                     * these tiles read up to 16 % slower on the H200
-                     * (docs/PERFORMANCE.md, session 35). */
-                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, k_tiles, it);
+                    compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, has_rows, k_tiles, it);
                 });
                 it += k_tiles;
-                mbar_wait(&rows_filled[set], (n >> 1) & 1);
+                if constexpr (!SKIP)
+                    mbar_wait(&rows_filled[set], (n >> 1) & 1);
                 /* Every computing thread has written the last tile out: the
                  * fp32 tile is free. */
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");

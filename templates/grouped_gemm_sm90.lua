@@ -169,10 +169,17 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32, ALOAD = "tma",
         only = ATMA_DEFAULT },
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong", ALOAD = "tma",
-        only = ATMA_DEFAULT } }) do
+        only = ATMA_DEFAULT },
+      -- The persistent tiles above with a warpgroup of padding rows
+      -- skipping its MMAs (PAD_SKIP), for 16-bit and fp8 block-scaled
+      -- operands, so that the GPU tests' matrices prove that code too.
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist", PAD_SKIP = "yes",
+        only = ATMA_DEFAULT },
+      { BLOCK_M = 128, BLOCK_N = 256, STAGES = 4, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32,
+        PAD_SKIP = "yes", only = ATMA_DEFAULT } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
                 SWAP = "no", EPI_COLS = t.EPI_COLS or 0, CLUSTER = t.CLUSTER or 1, ALOAD = t.ALOAD or "cp",
-                SPLIT_K = 1 }
+                SPLIT_K = 1, PAD_SKIP = "no" }
     add_default(d, t, q)
   end
   -- Swapped tiles for a few tokens per expert: 64 or 128 weight rows deep
@@ -197,7 +204,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
-                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1 }
+                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no" }
     add_default(d, t, q)
   end
 end
@@ -262,6 +269,14 @@ return {
     -- 132 SMs); slices make the units of work smaller. Added to version 7:
     -- 1 stays out of the names.
     { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4 }, omit_in_name = 1 },
+    -- "persist" with two computing warpgroups (128 token rows, unswapped):
+    -- "yes", a warpgroup whose 64 rows are all padding (the last row block
+    -- of an expert) skips its MMAs, asked of the tile's output-row table
+    -- before its first stage; "no", it computes them and the table is
+    -- waited for at the epilogue. Faster for some problems and slower for
+    -- others on an H100 (docs/PERFORMANCE.md, sessions 35 and 37), so the
+    -- tuner chooses. Added to version 7: "no" stays out of the names.
+    { name = "PAD_SKIP", abbrev = "ps", values = { "no", "yes" }, omit_in_name = "no" },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -280,6 +295,9 @@ return {
     end
     if p.ALOAD == "tma" and p.CLUSTER > 1 then
       return false, "CTA pairs copy their A rows by cp.async"
+    end
+    if p.PAD_SKIP == "yes" and (p.PIPE ~= "persist" or swapped(p) or p.BLOCK_M ~= 128) then
+      return false, "PAD_SKIP: the persistent tiles of two computing warpgroups (128 token rows)"
     end
     -- (main prunes the batched pingpong tiles with A rows by TMA, which gave
     -- wrong rows now and then in session 27; this branch offers them again
@@ -363,7 +381,7 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD}, ALOAD = ${ALOAD};
     static constexpr bool SWAP = ${SWAP};
-${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}${PAD_SKIP}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ mt_gemm_args args)
@@ -382,6 +400,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       CLUSTER = p.CLUSTER > 1 and string.format("    static constexpr int CLUSTER = %d;\n", p.CLUSTER) or "",
       SPLIT_K = p.SPLIT_K > 1 and string.format("    static constexpr int SPLIT_K = %d;\n", p.SPLIT_K) or "",
       SUM_TOPK = p.epilogue == "sum" and "    static constexpr int SUM_TOPK = 1;\n" or "",
+      PAD_SKIP = p.PAD_SKIP == "yes" and "    static constexpr bool PAD_SKIP = true;\n" or "",
       CLUSTER_DIMS = p.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1) ", p.CLUSTER) or "",
       ENTRY = own or "grouped_gemm_sm90" })
   end,

@@ -32,8 +32,10 @@
  * multicasts it into both CTAs' stages: the weights cross from L2 to the
  * SMs once for two tiles, which cuts the traffic that bounds the wide tiles
  * (docs/PERFORMANCE.md, sessions 15-17). Otherwise each CTA loads its own
- * weights, and a CTA without a tile in the step runs it anyway (MMAs on
- * rows it never writes), so that both stay in step. Since a stage may be
+ * weights, and a CTA without a tile in the step goes through it anyway
+ * (each stage waited for and handed back, its MMAs on rows it never writes,
+ * or skipped in the 128-row tiles of PAD_SKIP yes), so that both stay in
+ * step. Since a stage may be
  * written by the peer's copies, a stage goes back to the copiers of both
  * CTAs: each computing warp, once its MMAs on the stage are done, arrives
  * on its own CTA's `empty` (every thread) and on the peer's (its first
@@ -358,17 +360,31 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
         clear_sums<Cfg>(acc, facc);
-        /* Every warpgroup computes (no wg_has_rows: a persistent loop,
-         * grouped_gemm_sm90.cuh's "persist" says why). */
+        /* PAD_SKIP yes (persist_may_skip): the tile's rows, in its set's
+         * table before its first stage comes (copy_tile, copy_pair_tile;
+         * the table is filled only where this CTA has a tile), and a
+         * warpgroup of padding rows, or of a CTA of a pair with no tile,
+         * skips its MMAs (wg_rows_in_table). Otherwise every warpgroup
+         * computes and waits for the table at the epilogue. */
+        constexpr bool SKIP = persist_may_skip<Cfg>();
+        bool wg_rows = true;
+        out_rows rows;
+        if constexpr (SKIP) {
+            mbar_wait(&rows_filled[set], (n >> 1) & 1);
+            rows = rows_of(set);
+            wg_rows = has_rows && wg_rows_in_table<Cfg>(rows, wg);
+        }
         with_scales<Cfg>(a, warp, lane, [&](auto &bs) {
             if constexpr (CL == 1)
-                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, k_tiles, n * k_tiles);
+                compute_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, wg_rows, k_tiles, n * k_tiles);
             else
-                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, true, rank, lane, k_tiles,
+                compute_pair_tile<Cfg>(acc, facc, bs, sA, sB, full, empty, wg, wg_rows, rank, lane, k_tiles,
                                        n * k_tiles);
         });
-        mbar_wait(&rows_filled[set], (n >> 1) & 1);
-        const out_rows rows = rows_of(set);
+        if constexpr (!SKIP) {
+            mbar_wait(&rows_filled[set], (n >> 1) & 1);
+            rows = rows_of(set);
+        }
         if (has_rows)
             write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
                               out_rows{rows.dst + 64 * wg, rows.w + 64 * wg});

@@ -319,7 +319,7 @@ static void test_sm90_swap_names_and_pruning(void **state)
         mt_prune_report r;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
         int swapped = 0, v6_name = 0, pingpong = 0, swapped_pingpong = 0, split = 0;
-        int swapped_persist = 0;
+        int swapped_persist = 0, pad_skips = 0;
         for (size_t i = 0; i < n; i++) {
             const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
             const char *pipe = mt_variant_get(&v[i], "PIPE");
@@ -333,10 +333,21 @@ static void test_sm90_swap_names_and_pruning(void **state)
              * PIPE sync (no copying warpgroup), CTA pairs or swapped
              * operands. */
             size_t len = strlen(v[i].name);
+            /* PAD_SKIP=yes ("_psyes", last of all): the persistent tiles of
+             * two unswapped computing warpgroups only. */
+            const int pad_skip = !strcmp(mt_variant_get(&v[i], "PAD_SKIP"), "yes");
+            assert_int_equal(len > 6 && !strcmp(v[i].name + len - 6, "_psyes"), pad_skip);
+            if (pad_skip) {
+                len -= 6;
+                pad_skips++;
+                assert_string_equal(pipe, "persist");
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 128);
+                assert_false(swap);
+            }
             const int sk = (int)mt_variant_int(&v[i], "SPLIT_K", 0);
             char sk_tail[8];
             snprintf(sk_tail, sizeof sk_tail, "_sk%d", sk);
-            assert_int_equal(len > 4 && !strcmp(v[i].name + len - 4, sk_tail), sk > 1);
+            assert_int_equal(len > 4 && !strncmp(v[i].name + len - 4, sk_tail, 4), sk > 1);
             if (sk > 1) {
                 split++;
                 len -= 4;
@@ -346,7 +357,7 @@ static void test_sm90_swap_names_and_pruning(void **state)
                 assert_int_equal(sk, 1);
             }
             const int atma = !strcmp(mt_variant_get(&v[i], "ALOAD"), "tma");
-            assert_int_equal(len > 5 && !strcmp(v[i].name + len - 5, "_atma"), atma);
+            assert_int_equal(len > 5 && !strncmp(v[i].name + len - 5, "_atma", 5), atma);
             if (atma) {
                 len -= 5;
                 assert_string_not_equal(pipe, "sync");
@@ -379,6 +390,9 @@ static void test_sm90_swap_names_and_pruning(void **state)
                                      "rows") > 0);
         assert_int_equal(v6_name, 1);
         assert_true(swapped_persist > 0);
+        assert_true(pad_skips > 0);
+        assert_true(reason_count(&r, "PAD_SKIP: the persistent tiles of two computing warpgroups "
+                                     "(128 token rows)") > 0);
         free(v);
     }
     mt_gen_close(g);
