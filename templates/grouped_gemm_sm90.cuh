@@ -666,12 +666,12 @@ __device__ __forceinline__ void copy_tile(const mt_gemm_args &a, const tile_rows
  * changed.) */
 template <class Cfg> __device__ constexpr bool wg_may_skip() { return !Cfg::SWAP && Cfg::BM > 64; }
 
-/* Cfg::PAD_SKIP, declared by the persistent variants of PAD_SKIP yes only,
- * so that the others' source and code stay as they were (functions, for
- * the reason wg_may_skip is one). */
+/* Cfg::PAD_SKIP, an enumerator the persistent variants of PAD_SKIP yes
+ * declare (and only they, so that the others' source and code stay as they
+ * were; functions, for the reason wg_may_skip is one). */
 template <class C> __device__ constexpr auto pad_skip_of(int) -> decltype(C::PAD_SKIP, bool())
 {
-    return C::PAD_SKIP;
+    return C::PAD_SKIP != 0;
 }
 template <class C> __device__ constexpr bool pad_skip_of(long) { return false; }
 /* Does a persistent loop's warpgroup of padding rows skip its MMAs? Only

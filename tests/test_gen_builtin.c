@@ -305,8 +305,9 @@ static void test_find_decodes_names(void **state)
  * copying warpgroup, in every pipeline that has one, the persistent loop
  * with block scales too; tiles under 64 token rows are all swapped. PIPE pingpong: two computing warpgroups and a copying one
  * (384 threads), each group a whole tile: 64 token rows, or swapped 64
- * weight rows. SPLIT_K > 1 ("_sk2", "_sk4" last): swapped "ws" tiles
- * that store their rows only. */
+ * weight rows. SPLIT_K > 1 ("_sk2", "_sk4"): swapped "ws" tiles
+ * that store their rows only. PAD_SKIP=yes ("_psyes", last of all): the
+ * persistent tiles of 128 unswapped token rows only. */
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;

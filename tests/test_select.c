@@ -601,6 +601,36 @@ static void test_neighbours_persist_in_chunks(void **state)
     free(sv);
 }
 
+/* PAD_SKIP (a persistent 128-row tile's warpgroup of padding rows skipping
+ * its MMAs): the persistent tile's one neighbour along it is its "yes"
+ * twin, and from that twin the PIPE round still reaches the other
+ * pipelines, with PAD_SKIP following to "no". */
+static void test_neighbours_pad_skip(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", "store", &nsv);
+    const mt_variant *persist =
+        named(sv, nsv, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_ppersist_fwait_btma");
+    const mt_variant *skip =
+        named(sv, nsv, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_ppersist_fwait_btma_psyes");
+    size_t *pick = malloc(nsv * sizeof *pick);
+    assert_non_null(pick);
+    size_t n = mt_select_neighbours(sv, nsv, persist, "PAD_SKIP", pick);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(&sv[pick[0]], skip);
+    n = mt_select_neighbours(sv, nsv, skip, "PIPE", pick);
+    int ws = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mt_variant *v = &sv[pick[i]];
+        assert_string_equal(mt_variant_get(v, "PAD_SKIP"), "no");
+        ws += !strcmp(v->name, "mtk_grouped_gemm_sm90_bf16_none_standard_store_m128_n128_k64_g8_s4_pws_fwait_btma");
+    }
+    assert_int_equal(ws, 1);
+    free(pick);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -613,6 +643,7 @@ int main(void)
         cmocka_unit_test(test_select_swapped_sm90),
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
+        cmocka_unit_test(test_neighbours_pad_skip),
         cmocka_unit_test(test_neighbours_split_in_ws),
         cmocka_unit_test(test_neighbours_width_swapped_only),
         cmocka_unit_test(test_select_row_tma_roles),

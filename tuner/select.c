@@ -192,11 +192,12 @@ static int by_time(const void *a, const void *b)
 /* The parameters that must change with param for some of its values
  * (NULL-terminated): a PIPE may need other weight loads or, for a wide
  * tile to run "persist", its epilogue in
- * column chunks; CTA pairs exist only with column chunks; a swapped
- * warpgroup-MMA tile splits K only in PIPE ws. */
+ * column chunks, and a "persist" tile of PAD_SKIP yes leaves it for the
+ * other pipelines with PAD_SKIP no; CTA pairs exist only with column
+ * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws. */
 static const char *const *followers_of(const char *param)
 {
-    static const char *const pipe[] = {"BLOAD", "EPI_COLS", NULL}, *const chunks[] = {"CLUSTER", NULL},
+    static const char *const pipe[] = {"BLOAD", "EPI_COLS", "PAD_SKIP", NULL}, *const chunks[] = {"CLUSTER", NULL},
                              *const split[] = {"PIPE", NULL}, *const none[] = {NULL};
     return !strcmp(param, "PIPE")       ? pipe
            : !strcmp(param, "EPI_COLS") ? chunks
