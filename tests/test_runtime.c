@@ -265,15 +265,10 @@ static void test_defaults_cover_every_mode(void **state)
     static const char *const families[] = {"grouped_gemm", "grouped_gemm_sm90"};
     mt_variant *all = NULL;
     size_t nall = 0;
-    mt_gen_config cfg = {.no_cache = 1};
-    mt_gen *g = NULL;
-    assert_int_equal(mt_gen_open(&cfg, &g), MT_OK);
+    mt_gen *g = mt_test_open_templates();
     for (size_t f = 0; f < MT_ARRAY_LEN(families); f++) {
-        mt_gen_filter fl = {.family = families[f], .arch = "sm_90a", .defaults_only = 1};
-        mt_variant *v = NULL;
         size_t nv = 0;
-        if (mt_gen_enumerate(g, &fl, &v, &nv, NULL))
-            fail_msg("%s: %s", families[f], mt_gen_errmsg(g));
+        mt_variant *v = mt_test_sm90a_defaults(g, families[f], &nv);
         all = realloc(all, (nall + nv) * sizeof *all);
         assert_non_null(all);
         memcpy(all + nall, v, nv * sizeof *v);
@@ -415,15 +410,15 @@ static void test_default_tile_rule(void **state)
     for (size_t i = 0; i < MT_ARRAY_LEN(sm90); i++) {
         p.quant.mode = sm90[i].q;
         assert_int_equal(mt_rt_default_pipeline(&p, sm90[i].M, "sm_90a", &pl, msg, sizeof msg), MT_OK);
+        int swapped = 0;
+        for (int w = 0; w < 4 && sm90[i].want[w]; w++)
+            swapped |= !strcmp(sm90[i].want[w], "_swyes");
         for (int k = 0; k < 2; k++) {
             const char *name = mt_db_pipeline_kernel(&pl, k ? "gemm2" : "gemm1");
             for (int w = 0; w < 4 && sm90[i].want[w]; w++)
                 if (!strstr(name, sm90[i].want[w]))
                     fail_msg("%s M=%lld %s: %s lacks %s", mt_quant_mode_name(sm90[i].q),
                              (long long)sm90[i].M, k ? "gemm2" : "gemm1", name, sm90[i].want[w]);
-            int swapped = 0;
-            for (int w = 0; w < 4 && sm90[i].want[w]; w++)
-                swapped |= !strcmp(sm90[i].want[w], "_swyes");
             if (!swapped)
                 assert_null(strstr(name, "_swyes"));
             assert_null(strstr(name, "_sk2"));
