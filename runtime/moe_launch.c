@@ -703,7 +703,8 @@ static mt_status encode_tma_map(const mt_kernel *k, mt_step step, uint64_t *out,
  * argument (templates/moe_args.h b_map): encode it for this launch's B. A
  * box is one 128-byte line of K by the tile's weight rows (half of them per
  * part for a fused activation, whose gate and up rows are parts 0 and 1, or
- * for CTA pairs). Other kernels: nothing to do. */
+ * for CTA pairs; a stage of two panels takes a box per panel). Other
+ * kernels: nothing to do. */
 static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_problem *p,
                                    mt_gemm_args *g, char *msg, size_t msg_size)
 {

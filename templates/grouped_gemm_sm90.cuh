@@ -16,7 +16,9 @@
  *
  * Shared memory: per stage an A tile (BM rows) and a B tile (BN weight rows),
  * each row one 128-byte line of K, in the 128-byte swizzle: 16-byte chunk c
- * of row r sits at r*128 + ((c ^ (r % 8)) * 16), tiles 1024-byte aligned.
+ * of row r sits at r*128 + ((c ^ (r % 8)) * 16), tiles 1024-byte aligned;
+ * or (BLOCK_K 128 of 16-bit values) two such panels each, the second for
+ * the next 128 bytes of K (sm90_shape::PANELS).
  * The MMA's matrix descriptor for such a K-major tile: start address >> 4,
  * stride between 8-row groups 1024 bytes, swizzle mode 128B; the K steps
  * inside the 128-byte line advance the start address by 32 bytes (the
@@ -159,9 +161,19 @@ template <int R> __device__ __forceinline__ void regs_grow() { asm volatile("set
 template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     using Q = quant_traits<Cfg::QUANT>;
     static constexpr int CONSUMERS = tile_shape<Cfg>::THREADS;   /* threads holding fragments */
-    static constexpr int ROW = 128;                         /* bytes of K per tile row */
+    static constexpr int ROW = 128;                         /* bytes of K per panel row */
     static constexpr int EPC = ROW / 8 / (Q::A_BITS / 8);   /* elements per 16-byte chunk */
-    static constexpr int A_STAGE = Cfg::BM * ROW, B_STAGE = Cfg::BN * ROW;
+    /* A stage holds K in PANELS panels of one 128-byte swizzle row per
+     * tile row (the MMA's layout), one after the other: 64 16-bit values
+     * (BLOCK_K 64) or 128 8-bit ones make one, BLOCK_K 128 of 16-bit
+     * values two, so that a stage reads 256 bytes of every weight row.
+     * (Enumerators, not static constexpr members, which NVRTC emits into
+     * the image as globals: the images of one panel stay as they were.) */
+    enum : int {
+        PANELS = Cfg::BK * Q::A_BITS / 8 / ROW, PANEL_K = ROW * 8 / Q::A_BITS,
+        A_PANEL = Cfg::BM * ROW, B_PANEL = Cfg::BN * ROW
+    };
+    static constexpr int A_STAGE = A_PANEL * PANELS, B_STAGE = B_PANEL * PANELS;
     /* Block modes: a stage also carries its K block's scales, the BM token
      * rows' and one weight scale per 8 tile columns (a fragment's 8 weight
      * rows are in one 128-row block: N is a multiple of 16), copied with
@@ -172,7 +184,7 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
     static constexpr int SCALES = tile_shape<Cfg>::BLOCK ? Cfg::BM + Cfg::BN / 8 : 0;
     static constexpr int SC_STAGE = (SCALES * 4 + 15) / 16 * 16;
     static constexpr int PIPE_BYTES = Cfg::STAGES * (A_STAGE + B_STAGE + SC_STAGE);
-    static constexpr int KSTEPS = ROW / 32;                 /* MMAs per tile */
+    static constexpr int KSTEPS = ROW / 32;                 /* MMAs per panel */
     /* Where things are in shared memory. "persist" keeps the fp32
      * epilogue tile out of the pipeline buffers (the copies of the next
      * output tile go on while this one is written) and two sets of
@@ -194,7 +206,9 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
      * holds for it. */
     static constexpr int MMA_N = Cfg::SWAP ? Cfg::BM : Cfg::BN;
     static constexpr int ACC_NT = MMA_N / 8;
-    static_assert(Cfg::BK * Q::A_BITS / 8 == ROW, "BLOCK_K must fill one 128-byte line");
+    static_assert(Cfg::BK * Q::A_BITS / 8 == PANELS * ROW && (PANELS == 1 || PANELS == 2),
+                  "BLOCK_K must fill one or two 128-byte lines");
+    static_assert(PANELS == 1 || !tile_shape<Cfg>::BLOCK, "a block-scaled K tile is one panel");
     static_assert(!tile_shape<Cfg>::BLOCK || Cfg::BK == 128, "a K tile is one scale block");
     /* The scales of ring stage `stage`, sB the ring of B tiles. */
     static __device__ __forceinline__ float *stage_scales(unsigned char *sB, int stage)
@@ -351,8 +365,11 @@ template <class Cfg, int LOADERS> struct sm90_loader {
                                                        int expert, uint64_t *full)
     {
 #pragma unroll
-        for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
-            tma_load_4d(sB + part * BOX_ROWS * S::ROW, a.b_map, full, kt * Cfg::BK, nb * BOX_ROWS, part, expert);
+        for (int p = 0; p < S::PANELS; p++)
+#pragma unroll
+            for (int part = 0; part < Cfg::BN / BOX_ROWS; part++)
+                tma_load_4d(sB + p * S::B_PANEL + part * BOX_ROWS * S::ROW, a.b_map, full,
+                            kt * Cfg::BK + p * S::PANEL_K, nb * BOX_ROWS, part, expert);
     }
 
     /* K is a multiple of the chunk width (a plan checks it): a chunk is
@@ -375,14 +392,27 @@ template <class Cfg, int LOADERS> struct sm90_loader {
             if (lead) {
                 const int bytes = (A_TMA ? S::A_STAGE : 0) + (TMA && !b_issued ? S::B_STAGE : 0);
                 mbar_arrive_expect_bytes(full, bytes);
-                if constexpr (A_TMA)
+                if constexpr (A_TMA) {
                     tma_load_2d(sA, a.a_map, full, k0, a_row0);
+                    if constexpr (S::PANELS == 2)
+                        tma_load_2d(sA + S::A_PANEL, a.a_map, full, k0 + S::PANEL_K, a_row0);
+                }
                 if constexpr (TMA)
                     if (!b_issued)
                         tma_weights(a, sB, kt, nb, expert, full);
             }
         }
-        /* Past the end of K every copy reads nothing, from its row's start. */
+        copy_panel(a, sA, sB, k0);
+        if constexpr (S::PANELS == 2)
+            copy_panel(a, sA + S::A_PANEL, sB + S::B_PANEL, k0 + S::PANEL_K);
+    }
+
+    /* The cp.async copies of one panel of a stage (sA, sB its A and B
+     * panels), from element k0 of K on. Past the end of K every copy reads
+     * nothing, from its row's start. */
+    __device__ __forceinline__ void copy_panel(const mt_gemm_args &a, unsigned char *sA, unsigned char *sB,
+                                               int k0) const
+    {
         const bool k_ok = k0 + cc * S::EPC < a.K;
         const int64_t kbytes = k_ok ? (int64_t)k0 * Q::A_BITS / 8 + cc * 16 : 0;
         const unsigned a_live = k_ok ? a_rows : 0u;
@@ -405,8 +435,9 @@ template <class Cfg, int LOADERS> struct sm90_loader {
     }
 };
 
-/* The MMAs of one stage for warpgroup wg: KSTEPS wgmma, committed as one
- * group. Descriptor addresses are in 16-byte units: a K step is +2. The
+/* The MMAs of one stage for warpgroup wg: KSTEPS wgmma a panel, committed
+ * as one group. Descriptor addresses are in 16-byte units: a K step is +2,
+ * a panel the panel's bytes / 16. The
  * warpgroup's 64 rows are token rows, or (SWAP) weight rows. The block
  * modes' first MMA of a stage writes its product over the accumulators
  * (scale-d 0): they hold the last K tile's sums, which the fold took. */
@@ -416,10 +447,13 @@ __device__ __forceinline__ void mma_stage(Acc &acc, const unsigned char *sA, con
     using S = sm90_shape<Cfg>;
     const uint64_t da = Cfg::SWAP ? sw128_desc(sB + wg * 64 * S::ROW) : sw128_desc(sA + wg * 64 * S::ROW);
     const uint64_t db = Cfg::SWAP ? sw128_desc(sA) : sw128_desc(sB);
+    constexpr int PA = (Cfg::SWAP ? S::B_PANEL : S::A_PANEL) / 16, PB = (Cfg::SWAP ? S::A_PANEL : S::B_PANEL) / 16;
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < S::KSTEPS; kk++)
-        Cfg::mma(acc, da + 2 * kk, db + 2 * kk, S::BLOCK && kk == 0 ? 0 : 1);
+    for (int p = 0; p < S::PANELS; p++)
+#pragma unroll
+        for (int kk = 0; kk < S::KSTEPS; kk++)
+            Cfg::mma(acc, da + p * PA + 2 * kk, db + p * PB + 2 * kk, S::BLOCK && p == 0 && kk == 0 ? 0 : 1);
     wgmma_commit();
 }
 

@@ -344,8 +344,13 @@ return {
       return false, "more than 6 stages only for swapped operands"
     end
     local s = shape(p)
-    -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit values.
-    if s.row_bytes ~= 128 then return false, "BLOCK_K is not one 128-byte swizzle row" end
+    -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit
+    -- values; or for 16-bit operands two (BLOCK_K 128), panels one after
+    -- the other, so that a stage reads 256 bytes of each weight row (the
+    -- 8-bit modes' K tile is their scale block, or their one panel).
+    if s.row_bytes ~= 128 and not (s.row_bytes == 256 and not eight_bit(p.quant)) then
+      return false, "BLOCK_K is not one 128-byte swizzle row (or two, of 16-bit values)"
+    end
     -- One consumer warpgroup gets up to 255 registers a thread, two 216.
     if s.acc > 128 then return false, "accumulators exceed the register budget" end
     -- Swapped tiles take no registers from the copiers (no setmaxnreg, but

@@ -226,11 +226,15 @@ __device__ __forceinline__ void copy_pair_tile(const mt_gemm_args &a, const tile
                 /* A fused tile's halves are parts (gate, up) of one box row
                  * range, a plain tile's two row ranges of part 0. */
                 const int row = S::FUSED ? nb * HALF : nb * Cfg::BN + h * HALF, part = S::FUSED ? h : 0;
-                if (!paired)
-                    tma_load_4d(b + h * HALF * S::ROW, a.b_map, &full[stage], kt * Cfg::BK, row, part, t.expert);
-                else if (h == rank)
-                    tma_load_4d_pair(b + h * HALF * S::ROW, a.b_map, &full[stage], kt * Cfg::BK, row, part,
-                                     t.expert);
+#pragma unroll
+                for (int p = 0; p < S::PANELS; p++) {
+                    unsigned char *dst = b + p * S::B_PANEL + h * HALF * S::ROW;
+                    const int k = kt * Cfg::BK + p * S::PANEL_K;
+                    if (!paired)
+                        tma_load_4d(dst, a.b_map, &full[stage], k, row, part, t.expert);
+                    else if (h == rank)
+                        tma_load_4d_pair(dst, a.b_map, &full[stage], k, row, part, t.expert);
+                }
             }
         }
         ld.load(a, sA + stage * S::A_STAGE, b, S::stage_scales(sB, stage), kt, &full[stage]);

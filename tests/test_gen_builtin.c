@@ -498,12 +498,37 @@ static void test_sm90_defaults_not_serialized(void **state)
     mt_gen_close(g);
 }
 
+/* k points of v[0 .. n) drawn at even steps through it (so over its tile
+ * shapes, stages and loads, not only its last parameters), into out. */
+static size_t pick_spread(const mt_variant *v, size_t n, size_t k, mt_variant *out)
+{
+    assert_true(n >= k);
+    for (size_t i = 0; i < k; i++)
+        out[i] = v[(i * n) / k + (i * 7) % (n / k)];
+    return k;
+}
+
+/* v[0 .. n) compile for their arch with no ptxas performance note (C7514,
+ * C7520: warpgroup MMAs serialized). */
+static void compile_no_perf_note(mt_gen *g, const mt_variant *v, size_t n, const char *what)
+{
+    mt_kernel_binary *b = NULL;
+    assert_int_equal(mt_gen_compile(g, v, n, &b), MT_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i].status || !b[i].image_len)
+            fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
+        if (b[i].log && strstr(b[i].log, "Performance Loss"))
+            fail_msg("%s: %s", b[i].variant.name, b[i].log);
+    }
+    printf("  grouped_gemm_sm90 %s: %zu compiled, no performance note\n", what, n);
+    mt_kernel_binaries_free(b, n);
+}
+
 /* Swapped block-scaled tiles in the persistent loop (the fp8 decode GEMM2s'
  * shape: few token rows, K of a few blocks) were pruned from f4f792e to
  * 20e8318, while ptxas serialized their warpgroup MMAs (C7520). Twelve of
- * them, six of each block mode drawn at even steps through its enumeration
- * (so over its tile shapes, stages and loads, not every epilogue), compile
- * with no performance note. */
+ * them, six of each block mode drawn at even steps through its enumeration,
+ * compile with no performance note. */
 static void test_sm90_swapped_block_persist_compiles(void **state)
 {
     (void)state;
@@ -515,22 +540,44 @@ static void test_sm90_swapped_block_persist_compiles(void **state)
         const char *const kv[] = {"quant", quants[q], "PIPE", "persist", "SWAP", "yes", NULL};
         size_t n = 0;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, NULL);
-        assert_true(n >= 6);
-        for (size_t i = 0; i < 6; i++)
-            pick[np++] = v[(i * n) / 6 + (i * 7) % (n / 6)];
+        np += pick_spread(v, n, 6, pick + np);
         free(v);
     }
-    mt_kernel_binary *b = NULL;
-    assert_int_equal(mt_gen_compile(g, pick, np, &b), MT_OK);
-    for (size_t i = 0; i < np; i++) {
-        if (b[i].status || !b[i].image_len)
-            fail_msg("compiling %s: %.4000s", b[i].variant.name, b[i].log ? b[i].log : "");
-        if (b[i].log && strstr(b[i].log, "Performance Loss"))
-            fail_msg("%s: %s", b[i].variant.name, b[i].log);
+    compile_no_perf_note(g, pick, np, "swapped block-scaled persistent tiles");
+    mt_gen_close(g);
+}
+
+/* BLOCK_K 128 of 16-bit values: a stage of two 128-byte panels a row
+ * (grouped_gemm_sm90.cuh, sm90_shape), so that a stage reads 256 bytes of
+ * every weight row. Offered with every pipeline, with the shared memory of
+ * both panels; two tiles of each pipeline, and two of fp16, compile with
+ * no performance note. */
+static void test_sm90_two_panel_tiles(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    static const char *const pipes[] = {"sync", "ws", "persist", "pingpong"};
+    mt_variant pick[10];
+    size_t np = 0;
+    for (int i = 0; i < 5; i++) {
+        const char *const kv[] = {"quant", "none", "BLOCK_K", "128", "dtype", i < 4 ? "bf16" : "fp16",
+                                  "PIPE", pipes[i % 4], NULL};
+        size_t n = 0;
+        mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, NULL);
+        for (size_t j = 0; j < n; j++) {
+            const int64_t bm = mt_variant_int(&v[j], "BLOCK_M", 0), bn = mt_variant_int(&v[j], "BLOCK_N", 0);
+            assert_true((int64_t)v[j].smem_bytes >= mt_variant_int(&v[j], "STAGES", 0) * (bm + bn) * 256);
+        }
+        np += pick_spread(v, n, 2, pick + np);
+        free(v);
     }
-    printf("  grouped_gemm_sm90 swapped block-scaled persistent tiles: %zu compiled, no performance "
-           "note\n", np);
-    mt_kernel_binaries_free(b, np);
+    compile_no_perf_note(g, pick, np, "16-bit tiles of two panels a stage");
+    /* A stage is one panel or two: half a panel (8-bit values, BLOCK_K
+     * 64) has no tile. */
+    const char *const kv8[] = {"quant", "fp8-tensor", "BLOCK_K", "64", NULL};
+    size_t n8 = 1;
+    free(family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv8, &n8, NULL));
+    assert_int_equal(n8, 0);
     mt_gen_close(g);
 }
 
@@ -589,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
         cmocka_unit_test(test_sm90_swapped_block_persist_compiles),
+        cmocka_unit_test(test_sm90_two_panel_tiles),
         cmocka_unit_test(test_find_decodes_names),
         cmocka_unit_test(test_sm90_swap_names_and_pruning),
         cmocka_unit_test(test_gemv_defaults_compile),
