@@ -631,6 +631,33 @@ static void test_neighbours_pad_skip(void **state)
     free(sv);
 }
 
+/* Stage 3's neighbour along BLOCK_K of a 16-bit warpgroup-MMA tile: its
+ * twin with the other K tile (two 128-byte panels a stage, or one) at the
+ * depth that holds the same bytes of K (8 stages of 64 against 4 of 128),
+ * everything else the same; an 8-bit tile, whose K tile is its one
+ * panel, has none. */
+static void test_neighbours_block_k(void **state)
+{
+    (void)state;
+    size_t nsv = 0, n8 = 0;
+    mt_variant *sv = sm90_points("none", "store", &nsv), *s8 = sm90_points("fp8-block", "store", &n8);
+    size_t *pick = malloc((nsv > n8 ? nsv : n8) * sizeof *pick);
+    assert_non_null(pick);
+    static const char *const pair[2] = {
+        "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k64_g1_s8_pws_fwait_btma_swyes",
+        "mtk_grouped_gemm_sm90_bf16_none_standard_store_m16_n128_k128_g1_s4_pws_fwait_btma_swyes"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mt_select_neighbours(sv, nsv, named(sv, nsv, pair[i]), "BLOCK_K", pick), 1);
+        assert_string_equal(sv[pick[0]].name, pair[1 - i]);
+    }
+    const mt_variant *block =
+        named(s8, n8, "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m16_n128_k128_g1_s3_pws_fwait_btma_swyes");
+    assert_int_equal(mt_select_neighbours(s8, n8, block, "BLOCK_K", pick), 0);
+    free(pick);
+    free(s8);
+    free(sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -644,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_pad_skip),
+        cmocka_unit_test(test_neighbours_block_k),
         cmocka_unit_test(test_neighbours_split_in_ws),
         cmocka_unit_test(test_neighbours_width_swapped_only),
         cmocka_unit_test(test_select_row_tma_roles),

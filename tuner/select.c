@@ -194,15 +194,30 @@ static int by_time(const void *a, const void *b)
  * tile to run "persist", its epilogue in
  * column chunks, and a "persist" tile of PAD_SKIP yes leaves it for the
  * other pipelines with PAD_SKIP no; CTA pairs exist only with column
- * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws. */
+ * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws; a longer
+ * K tile holds more bytes a stage, so it may need fewer stages. */
 static const char *const *followers_of(const char *param)
 {
     static const char *const pipe[] = {"BLOAD", "EPI_COLS", "PAD_SKIP", NULL}, *const chunks[] = {"CLUSTER", NULL},
-                             *const split[] = {"PIPE", NULL}, *const none[] = {NULL};
+                             *const split[] = {"PIPE", NULL}, *const stages[] = {"STAGES", NULL},
+                             *const none[] = {NULL};
     return !strcmp(param, "PIPE")       ? pipe
            : !strcmp(param, "EPI_COLS") ? chunks
            : !strcmp(param, "SPLIT_K")  ? split
+           : !strcmp(param, "BLOCK_K")  ? stages
                                         : none;
+}
+
+/* Along BLOCK_K, of two neighbours with the same BLOCK_K, whether cand is
+ * the better one: the one whose stages hold nearer the bytes of K that
+ * base's hold (STAGES x BLOCK_K), so that the round weighs the K tile's
+ * length and not the pipeline's depth (the STAGES round comes after it). */
+static int nearer_depth(const mt_variant *base, const mt_variant *have, const mt_variant *cand)
+{
+    const int64_t want = mt_variant_int(base, "STAGES", 0) * mt_variant_int(base, "BLOCK_K", 0);
+    const int64_t h = mt_variant_int(have, "STAGES", 0) * mt_variant_int(have, "BLOCK_K", 0);
+    const int64_t c = mt_variant_int(cand, "STAGES", 0) * mt_variant_int(cand, "BLOCK_K", 0);
+    return llabs(c - want) < llabs(h - want);
 }
 
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
@@ -224,11 +239,14 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
             if (!val || !strcmp(val, have) || strcmp(all[k].arch, base->arch) ||
                 !mt_variant_differs_only_in(&all[k], base, param, pass ? followers[pass - 1] : NULL))
                 continue;
-            int seen = 0;
-            for (size_t j = 0; j < count && !seen; j++)
-                seen = !strcmp(mt_variant_get(&all[out[j]], param), val);
-            if (!seen)
+            size_t seen = count;
+            for (size_t j = 0; j < count && seen == count; j++)
+                if (!strcmp(mt_variant_get(&all[out[j]], param), val))
+                    seen = j;
+            if (seen == count)
                 out[count++] = k;
+            else if (!strcmp(param, "BLOCK_K") && nearer_depth(base, &all[out[seen]], &all[k]))
+                out[seen] = k;
         }
     return count;
 }

@@ -52,9 +52,10 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
  * param (PIPE: BLOAD, for a pipeline a tile lacks with its weight loads;
  * then EPI_COLS, since a wide tile runs "persist" only with its epilogue
  * in column chunks; EPI_COLS: CLUSTER; SPLIT_K: PIPE, since a swapped
- * warpgroup-MMA tile splits K only in "ws"). Along BLOCK_N only a swapped
- * tile (SWAP yes) has neighbours. Writes indices into out (room for n);
- * returns the count. */
+ * warpgroup-MMA tile splits K only in "ws"; BLOCK_K: STAGES, and of the
+ * neighbours with one BLOCK_K the one whose stages hold nearest base's
+ * bytes of K). Along BLOCK_N only a swapped tile (SWAP yes) has neighbours.
+ * Writes indices into out (room for n); returns the count. */
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out);
 

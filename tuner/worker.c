@@ -455,16 +455,21 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * SMs, which the model's waves weigh coarsely (Qwen3 bf16 M = 8: 16 x 64
  * "persist" 144.0 us, the model's 16 x 256 146.2; docs/PERFORMANCE.md,
  * session 23); other tiles' widths stay the model's
- * (mt_select_neighbours). PAD_SKIP: whether a persistent 128-row tile's
+ * (mt_select_neighbours). BLOCK_K: how many bytes of each weight row a
+ * stage reads (a warpgroup-MMA tile of 16-bit values: 128, or 256 in two
+ * panels); the model weighs runs under 128 bytes only, and its latency term
+ * favours the longer stage, which holds twice the bytes (the STAGES round
+ * comes next). PAD_SKIP: whether a persistent 128-row tile's
  * warpgroup of padding rows skips its MMAs, which the model does not weigh.
  * First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
  * of "store" and the problem's activation), so that the rounds after it
  * refine the pipeline of whichever won; the first stage's few picks may
  * all have been of one kind. */
-static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N",  "STAGES", "WARPS_N",
-                                            "PIPE",     "BLOAD",    "SPLIT_K",  "EPI_COLS", "ALOAD",
-                                            "CLUSTER",  "PAD_SKIP", "UNROLL",   "WARPS",  "AHEAD", NULL};
+static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "BLOCK_K",  "STAGES",
+                                            "WARPS_N",  "PIPE",     "BLOAD",   "SPLIT_K",  "EPI_COLS",
+                                            "ALOAD",    "CLUSTER",  "PAD_SKIP", "UNROLL",  "WARPS",
+                                            "AHEAD",    NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
