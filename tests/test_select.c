@@ -631,6 +631,42 @@ static void test_neighbours_pad_skip(void **state)
     free(sv);
 }
 
+/* Stage 1 takes a warpgroup-MMA tile shape once, whatever its K tile (one
+ * 128-byte panel a stage or two): at Qwen3 bf16 M = 8 and 4096 no two of
+ * the first eight picks (as many shapes, before any fill-up) differ in
+ * BLOCK_K, and a two-panel pick is one the model ranks ahead of its
+ * one-panel twins (on a tie the one-panel tile is taken; stage 3's
+ * BLOCK_K round times the other). */
+static void test_select_one_k_tile_per_shape(void **state)
+{
+    (void)state;
+    size_t nsv = 0;
+    mt_variant *sv = sm90_points("none", NULL, &nsv);
+    static const int64_t Ms[] = {8, 4096};
+    for (int m = 0; m < 2; m++) {
+        mt_problem p = qwen3(Ms[m]);
+        size_t pick[8];
+        const size_t k = mt_select_stage(sv, nsv, &p, 1, 0, SM_COUNT, 8, pick);
+        assert_int_equal(k, 8);
+        for (size_t i = 0; i < k; i++) {
+            const mt_variant *v = &sv[pick[i]];
+            const int64_t bk = mt_variant_int(v, "BLOCK_K", 0);
+            for (size_t j = 0; j < i; j++)
+                if (mt_variant_int(&sv[pick[j]], "BLOCK_K", 0) != bk &&
+                    mt_variant_differs_only_in(&sv[pick[j]], v, "BLOCK_K", "STAGES"))
+                    fail_msg("M = %lld: %s and %s", (long long)Ms[m], v->name, sv[pick[j]].name);
+            if (bk == 64)
+                continue;
+            const double t = mt_gemm_model_us(v, &p, 0, SM_COUNT);
+            for (size_t j = 0; j < nsv; j++)
+                if (mt_variant_int(&sv[j], "BLOCK_K", 0) != bk &&
+                    mt_variant_differs_only_in(&sv[j], v, "BLOCK_K", "STAGES"))
+                    assert_true(mt_gemm_model_us(&sv[j], &p, 0, SM_COUNT) > t);
+        }
+    }
+    free(sv);
+}
+
 /* Stage 3's neighbour along BLOCK_K of a 16-bit warpgroup-MMA tile: its
  * twin with the other K tile (two 128-byte panels a stage, or one) at the
  * depth that holds the same bytes of K (8 stages of 64 against 4 of 128),
@@ -672,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_pad_skip),
         cmocka_unit_test(test_neighbours_block_k),
+        cmocka_unit_test(test_select_one_k_tile_per_shape),
         cmocka_unit_test(test_neighbours_split_in_ws),
         cmocka_unit_test(test_neighbours_width_swapped_only),
         cmocka_unit_test(test_select_row_tma_roles),

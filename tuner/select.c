@@ -363,7 +363,9 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
     /* The model is coarse: take the best of each tile shape first (so the
      * candidates differ in shape, not only in stages or warps; a split
      * factor makes another shape, so that split and unsplit tiles are both
-     * timed), no family taking more than half of them (so that a family the
+     * timed; a warpgroup-MMA tile's K tile, one panel or two, does not:
+     * stage 3's BLOCK_K round times the other one), no family taking more
+     * than half of them (so that a family the
      * model favours, grouped_gemv at decode sizes, is still timed against
      * the others) and none modelled over 3x the best, then fill up in
      * model order. */
@@ -385,7 +387,8 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
                 shape_taken = !strcmp(u->family, v->family) &&
                               mt_variant_int(u, "BLOCK_M", 0) == mt_variant_int(v, "BLOCK_M", 0) &&
                               mt_variant_int(u, "BLOCK_N", 0) == mt_variant_int(v, "BLOCK_N", 0) &&
-                              mt_variant_int(u, "BLOCK_K", 0) == mt_variant_int(v, "BLOCK_K", 0) &&
+                              (mt_variant_int(u, "BLOCK_K", 0) == mt_variant_int(v, "BLOCK_K", 0) ||
+                               !strcmp(v->family, "grouped_gemm_sm90")) &&
                               mt_variant_int(u, "SPLIT_K", 1) == mt_variant_int(v, "SPLIT_K", 1) &&
                               !strcmp(mt_variant_get(u, "epilogue"), mt_variant_get(v, "epilogue"));
             }
