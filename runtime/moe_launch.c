@@ -733,8 +733,8 @@ static mt_status encode_weight_map(const mt_kernel *k, mt_step step, const mt_pr
 /* An ALOAD=tma kernel reads its A rows through a_map: a 2-D view (K, rows)
  * of `rows` rows laid out per expert (the batched format's local_E *
  * max_tokens, or the max_padded positions of the sorted order), a box
- * being one 128-byte line of K by the tile's BLOCK_M rows. Other kernels:
- * nothing to do. */
+ * being one 128-byte line of K by the tile's BLOCK_M rows (a stage of two
+ * panels takes a box per panel). Other kernels: nothing to do. */
 static mt_status encode_rows_map(const mt_kernel *k, mt_step step, const mt_problem *p, int64_t rows,
                                  mt_gemm_args *g, char *msg, size_t msg_size)
 {

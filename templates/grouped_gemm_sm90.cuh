@@ -235,8 +235,10 @@ template <class Cfg> struct sm90_shape : tile_shape<Cfg> {
  * (below); weight rows are computed as they go, or (BLOAD=tma) the first
  * loader brings the stage's weight tile in with the tensor memory
  * accelerator: one box of BN rows, or for the fused activation two of
- * BN/2 (gate rows, up rows), zero-filled past the ends like the copies.
- * With ALOAD=tma the A rows come the same way, one box of BM rows from
+ * BN/2 (gate rows, up rows), zero-filled past the ends like the copies
+ * (per panel: two-panel stages take each box twice, the second 128 bytes
+ * of K further on). With ALOAD=tma the A rows come the same way, one box
+ * of BM rows (per panel) from
  * a_map: rows laid out per expert (the batched format, or the sorted order
  * with a_sorted), so a tile's rows are consecutive from a_row0; the row
  * table is then not needed. The block modes' scales of a stage (sm90_shape)

@@ -457,9 +457,11 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * session 23); other tiles' widths stay the model's
  * (mt_select_neighbours). BLOCK_K: how many bytes of each weight row a
  * stage reads (a warpgroup-MMA tile of 16-bit values: 128, or 256 in two
- * panels); the model weighs runs under 128 bytes only, and its latency term
- * favours the longer stage, which holds twice the bytes (the STAGES round
- * comes next). PAD_SKIP: whether a persistent 128-row tile's
+ * panels); the model weighs runs under 128 bytes only, and counts a CTA's
+ * latency in K steps per stage in flight, not in the bytes of a row a step
+ * reads. The twin timed holds the same bytes of K in its stages (the STAGES
+ * round comes next; with fewer CTAs an SM where the longer stage needs more
+ * shared memory). PAD_SKIP: whether a persistent 128-row tile's
  * warpgroup of padding rows skips its MMAs, which the model does not weigh.
  * First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
