@@ -2,9 +2,9 @@
 # Prepared in session 39, not run (no device machine was lent): 256-byte
 # weight rows a stage, the first GPU run of BLOCK_K 128 for 16-bit
 # grouped_gemm_sm90 tiles (two 128-byte panels a stage, e5f10ca). Either
-# card. Staged from main with MT_STAGE_GZIP=1 scripts/gpu-prepare.sh, then
-# nvcc -O3 -std=c++17 -arch=sm_90a -o .gpu/bin/row-runs \
-#   docs/measurements/2026-12-05-s39/row-runs.cu; carry [".gpu"]:
+# card. Staged from main with MT_STAGE_GZIP=1 scripts/gpu-prepare.sh (and
+# row-runs built into .gpu/bin, or on the GPU machine by the call); carry
+# [".gpu"]:
 # 0. row-runs.cu: a weight stream's bandwidth in 64- to 512-byte runs a row.
 # 1. `moetune tune` at Qwen3 and Mixtral bf16 M = 8, BLOCK_K 64 against
 #    BLOCK_K 128 in databases of their own (12 GEMM1 candidates each; the
@@ -15,7 +15,9 @@
 # 2. The PAD_SKIP=yes default tiles (243cdfe) in gpu_moe and gpu_quant.
 set -uo pipefail
 MT_CALL_LIMIT=570 . scripts/gpu-call.sh
-timeout 60 .gpu/bin/row-runs >"$out/row-runs.txt" 2>&1; echo "== row-runs: exit $?"; cat "$out/row-runs.txt"
+rr=.gpu/bin/row-runs   # staged, or built here by the toolkit's nvcc
+[ -x "$rr" ] || { rr=/tmp/row-runs; "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -O3 -std=c++17 -arch=sm_90a -o "$rr" docs/measurements/2026-12-05-s39/row-runs.cu; }
+timeout 60 "$rr" >"$out/row-runs.txt" 2>&1; echo "== row-runs: exit $?"; cat "$out/row-runs.txt"
 ex=""
 for p in qwen3-30b-a3b mixtral-8x7b; do
   for k in 64 128; do
