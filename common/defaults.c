@@ -63,6 +63,9 @@ static void sm90_default(const mt_problem *p, mt_default_gemm *out)
         return;   /* grouped_gemm's 16-row tile, as set by the caller */
     out->family = "grouped_gemm_sm90";
     out->nkv = 0;
+    /* One 128-byte panel of K a stage: the default set's two-panel tiles
+     * (16-bit BLOCK_K 128) are there for the GPU tests. */
+    want(out, "BLOCK_K", eight ? "128" : "64");
     if (a < 24) {
         snprintf(out->block_m, sizeof out->block_m, "%d", a < 12 ? 16 : 32);
         want(out, "SWAP", "yes");

@@ -28,11 +28,12 @@ int64_t mt_default_block_m(const mt_problem *p);
  * per-tensor and per-token modes keep grouped_gemm's 16-row tile there),
  * 64-row tiles below 64 rows per expert (16-bit operands, warp-specialized)
  * or 192 (8-bit ones, pingpong), 128-row warp-specialized tiles beyond:
- * 128x256 for 16-bit operands, 128x128 for 8-bit ones. */
+ * 128x256 for 16-bit operands, 128x128 for 8-bit ones; always one 128-byte
+ * panel of K a stage (the set's two-panel tiles are for the GPU tests). */
 typedef struct mt_default_gemm {
     const char *family;
     char block_m[8];
-    const char *kv[8];   /* name, value, ...: up to four pairs */
+    const char *kv[12];  /* name, value, ...: up to six pairs */
     int nkv;             /* pairs in kv */
 } mt_default_gemm;
 void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm *out);

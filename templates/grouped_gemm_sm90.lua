@@ -210,6 +210,25 @@ for _, q in ipairs(QUANTS) do
     add_default(d, t, q)
   end
 end
+-- Stages of two 128-byte panels (BLOCK_K 128 of 16-bit values), so that
+-- the GPU tests' matrices prove them in each way a stage comes in: the
+-- swapped decode tile (weights by TMA, A rows by cp.async), the pipeline
+-- whose every thread copies (weights by cp.async, held sources), A rows
+-- by TMA (with its A-by-cp.async twin, which a standard-format GEMM1
+-- takes in its place), and CTA pairs multicasting their weight boxes.
+-- Three stages each, which no other default tile of this family has, so
+-- that a test can pick these out by name (_s3_p); the untuned default
+-- rule takes one panel (common/defaults.c).
+for _, t in ipairs({
+    { BLOCK_M = 16,  BLOCK_N = 128, GROUP_M = 1, PIPE = "ws", SWAP = "yes" },
+    { BLOCK_M = 64,  BLOCK_N = 128, GROUP_M = 8, PIPE = "sync", BLOAD = "cp" },
+    { BLOCK_M = 64,  BLOCK_N = 128, GROUP_M = 8, PIPE = "pingpong" },
+    { BLOCK_M = 64,  BLOCK_N = 128, GROUP_M = 8, PIPE = "pingpong", ALOAD = "tma" },
+    { BLOCK_M = 128, BLOCK_N = 128, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32, CLUSTER = 2 } }) do
+  local d = { quant = "none", BLOCK_K = 128, STAGES = 3, FOLD = "wait", BLOAD = "tma", SWAP = "no",
+              EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no" }
+  add_default(d, t, "none")
+end
 
 return {
   family = "grouped_gemm_sm90",

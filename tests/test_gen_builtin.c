@@ -551,7 +551,7 @@ static void test_sm90_swapped_block_persist_compiles(void **state)
  * (grouped_gemm_sm90.cuh, sm90_shape), so that a stage reads 256 bytes of
  * every weight row. Offered with every pipeline, with the shared memory of
  * both panels; two tiles of each pipeline, and two of fp16, compile with
- * no performance note. */
+ * no performance note; five are default tiles. */
 static void test_sm90_two_panel_tiles(void **state)
 {
     (void)state;
@@ -572,6 +572,23 @@ static void test_sm90_two_panel_tiles(void **state)
         free(v);
     }
     compile_no_perf_note(g, pick, np, "16-bit tiles of two panels a stage");
+    /* The default set has five of them, for the GPU tests, at 3 stages,
+     * which no other default tile of the family has (a test picks them
+     * out by name: _s3_p). */
+    const char *const none_kv[] = {"quant", "none", "dtype", "bf16", "format", "standard",
+                                   "epilogue", "store", NULL};
+    size_t nd = 0, two = 0;
+    mt_variant *d = family_points(g, "grouped_gemm_sm90", "sm_90a", 1, none_kv, &nd, NULL);
+    for (size_t i = 0; i < nd; i++) {
+        const int panels2 = mt_variant_int(&d[i], "BLOCK_K", 0) == 128;
+        two += panels2;
+        assert_int_equal(mt_variant_int(&d[i], "STAGES", 0) == 3, panels2);
+    }
+    free(d);
+    assert_int_equal(two, 5);
+    const char *const fp8_kv[] = {"quant", "fp8-block", "STAGES", "3", NULL};
+    free(family_points(g, "grouped_gemm_sm90", "sm_90a", 1, fp8_kv, &nd, NULL));
+    assert_int_equal(nd, 0);
     /* A stage is one panel or two: half a panel (8-bit values, BLOCK_K
      * 64) has no tile. */
     const char *const kv8[] = {"quant", "fp8-tensor", "BLOCK_K", "64", NULL};
