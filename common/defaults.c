@@ -21,7 +21,7 @@ int64_t mt_default_block_m(const mt_problem *p)
 }
 
 /* Append name=value to the pairs that single out the default tile (at most
- * four: kv's size; tests/test_runtime.c checks that every default is one
+ * six: kv's size; tests/test_runtime.c checks that every default is one
  * tile of the default set, which a pair left out would break). */
 static void want(mt_default_gemm *out, const char *name, const char *value)
 {

@@ -719,7 +719,7 @@ static mt_status search(worker *w, const mt_db_key *key, const mt_problem *p, co
         goto done;
     }
     /* Stage 1: GEMM1 tiles with their GEMM2 siblings: the default set's
-     * tiles (known good) and the model's picks. */
+     * tiles (those the GPU tests run) and the model's picks. */
     size_t n1 = mt_select_stage_in(w->search[0], w->nsearch[0], w->all, w->nall, p, 1, 0,
                                    w->prov.sm_count, max, pick);
     to_all(w, w->search[0], pick, n1);
