@@ -64,6 +64,9 @@ static void usage(FILE *f)
             "  --routing R           uniform (default), balanced or skewed\n"
             "  --db PATH             the database to write (default moetune.db)\n"
             "  --max-candidates N    GEMM1 tiles timed per M (default 12; GEMM2: half)\n"
+            "  --finalists N         the final round: the N fastest pipelines of an M within\n"
+            "                        3 %% of the best timed again, three times each in turn,\n"
+            "                        each keeping its median (default 4; 0: none)\n"
             "  --timeout S           per-candidate time limit in seconds (default 30)\n"
             "  --reps N              timed repetitions per candidate (default 20)\n"
             "  --device N            GPU ordinal (default 0)\n"
@@ -158,6 +161,8 @@ int mt_cmd_tune(int argc, char **argv)
             o.db_path = v;
         else if (!strcmp(a, "--max-candidates"))
             ok = mt_arg_int(v, 1, 1000, &x), o.max_candidates = (int)x;
+        else if (!strcmp(a, "--finalists"))
+            ok = mt_arg_int(v, 0, 16, &x), o.finalists = x ? (int)x : -1;
         else if (!strcmp(a, "--timeout"))
             ok = mt_arg_int(v, 1, 86400, &x), o.candidate_timeout_s = (double)x;
         else if (!strcmp(a, "--reps"))

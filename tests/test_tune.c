@@ -35,6 +35,10 @@ static void opts(mt_tune_opts *o, const char *db)
     o->isolate = 1;
     o->max_candidates = 6;
     o->candidate_timeout_s = 1;
+    /* No final round: the tests that count what the fake measured count each
+     * pipeline once; test_run_end_to_end and the final round's own test
+     * turn it on. */
+    o->finalists = -1;
 }
 
 /* opts() tuning M alone. */
@@ -103,6 +107,7 @@ static void test_run_end_to_end(void **state)
     snprintf(path, sizeof path, "%s/tune.db", mt_test_tmpdir("tune-e2e"));
     mt_tune_opts o;
     opts(&o, path);
+    o.finalists = 0;   /* the default: 4 */
     mt_tune_summary s;
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
     assert_int_equal(s.nrows, 4);
@@ -497,6 +502,102 @@ static int scan_pair(const mt_db_candidate *c, void *ctx)
     else if (!strncmp(c->pipeline, "gemm1=", 6))
         mt_strlcpy(s->text, c->pipeline, sizeof s->text);
     return 0;
+}
+
+/* The correct tuned candidates of one M: texts and times, and the
+ * fastest whose GEMM pair differs from `not` ("gemm1=A;gemm2=B"). */
+typedef struct times_scan {
+    int64_t M;
+    const char *not;
+    int n;
+    char text[256][600];
+    double us[256];
+    int best;   /* index of that fastest, -1 */
+} times_scan;
+
+static int same_pair(const char *text, const char *pair)
+{
+    return !strncmp(text, pair, strlen(pair)) && (!text[strlen(pair)] || text[strlen(pair)] == ';');
+}
+
+static int scan_times(const mt_db_candidate *c, void *ctx)
+{
+    times_scan *s = ctx;
+    if (c->M != s->M || !c->ok || strncmp(c->pipeline, "gemm1=", 6) || s->n == 256)
+        return 0;
+    mt_strlcpy(s->text[s->n], c->pipeline, sizeof s->text[0]);
+    s->us[s->n] = c->time_us;
+    if (!same_pair(c->pipeline, s->not) && (s->best < 0 || c->time_us < s->us[s->best]))
+        s->best = s->n;
+    s->n++;
+    return 0;
+}
+
+static times_scan *scan_times_of(const char *path, int64_t M, const char *not)
+{
+    times_scan *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->M = M;
+    s->not = not;
+    s->best = -1;
+    foreach_candidate(path, scan_times, s);
+    return s;
+}
+
+/* The final round: a pair whose first time reads 0.85 of its time
+ * (MT_FAKE_LUCKY) wins a run without the round, and with it (the default)
+ * is timed again, keeps its true time, and loses to the true winner. */
+static void test_final_round_beats_a_lucky_first_time(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-final");
+    char ref[600], path[600], msg[1024], winner[600], lucky[600], pair[600];
+    mt_tune_opts o;
+    mt_tune_summary s;
+    snprintf(ref, sizeof ref, "%s/ref.db", dir);
+    opts_at(&o, ref, 4096);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_string_equal(s.rows[0].winner, "moetune");
+    snprintf(winner, sizeof winner, "gemm1=%s;gemm2=%s", s.rows[0].gemm1, s.rows[0].gemm2);
+    /* The runner-up: the fastest other pair, within 1/0.85 of the winner. */
+    times_scan *t0 = scan_times_of(ref, 4096, winner);
+    assert_true(t0->best >= 0);
+    assert_true(t0->us[t0->best] < s.rows[0].time_us / 0.85);
+    const char *text = t0->text[t0->best], *g2 = strstr(text, ";gemm2=") + 7;
+    const int n1 = (int)(g2 - 7 - (text + 6)), n2 = (int)strcspn(g2, ";");
+    snprintf(pair, sizeof pair, "gemm1=%.*s;gemm2=%.*s", n1, text + 6, n2, g2);
+    snprintf(lucky, sizeof lucky, "%.*s %.*s", n1, text + 6, n2, g2);
+    setenv("MT_FAKE_LUCKY", lucky, 1);
+    for (int round = 0; round < 2; round++) {
+        snprintf(path, sizeof path, "%s/run%d.db", dir, round);
+        opts_at(&o, path, 4096);
+        o.finalists = round ? 0 : -1;
+        assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+        char stored[600];
+        snprintf(stored, sizeof stored, "gemm1=%s;gemm2=%s", s.rows[0].gemm1, s.rows[0].gemm2);
+        /* The lucky pair's texts that both runs timed: the same times
+         * with the round, a lucky one without. */
+        times_scan *t = scan_times_of(path, 4096, "");
+        int common = 0, differ = 0;
+        for (int i = 0; i < t->n; i++)
+            for (int j = 0; j < t0->n; j++)
+                if (same_pair(t->text[i], pair) && !strcmp(t->text[i], t0->text[j])) {
+                    common++;
+                    differ += t->us[i] != t0->us[j];
+                }
+        assert_true(common >= 1);
+        if (round == 0) {
+            assert_true(same_pair(stored, pair));   /* the setup: lucky wins without the round */
+            assert_true(differ >= 1);
+        } else {
+            assert_false(same_pair(stored, pair));
+            assert_int_equal(differ, 0);
+            assert_true(s.rows[0].time_us <= t0->us[t0->best]);
+        }
+        free(t);
+    }
+    unsetenv("MT_FAKE_LUCKY");
+    free(t0);
 }
 
 /* opts_at(M) with max_candidates into a new database DIR/NAME.db (its
@@ -1178,6 +1279,7 @@ int main(void)
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_refuses_a_damaged_database),
         cmocka_unit_test(test_failed_run_leaves_no_file),
+        cmocka_unit_test(test_final_round_beats_a_lucky_first_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,9 @@ mt_status mt_tune_backend_gpu(int ordinal, int reps, mt_tune_backend *out, char 
  * measured candidate; MT_FAKE_DELAY_MS slows each measurement;
  * MT_FAKE_LATE=<factor> is the time of a pipeline launched late over its
  * time launched early (default 1.03: a little slower, as at most points on
- * the H200); MT_FAKE_BROKEN_DEVICE=<n>[,<n>...] makes those devices fail to open. */
+ * the H200); MT_FAKE_LUCKY="<gemm1> <gemm2>" makes that pair's first time
+ * in each launch order read 0.85 of its time (the final round's test);
+ * MT_FAKE_BROKEN_DEVICE=<n>[,<n>...] makes those devices fail to open. */
 mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size);
 
 #endif
