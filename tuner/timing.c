@@ -49,6 +49,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+double mt_sort_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
 mt_status mt_time(mt_timer *t, mt_enqueue_fn fn, void *ctx, mt_timing *out, char *msg,
                   size_t msg_size)
 {
@@ -83,8 +89,7 @@ mt_status mt_time(mt_timer *t, mt_enqueue_fn fn, void *ctx, mt_timing *out, char
         if (i >= 0)
             samples[i] = ms * 1e3;
     }
-    qsort(samples, (size_t)t->reps, sizeof *samples, cmp_double);
-    out->median_us = samples[t->reps / 2];
+    out->median_us = mt_sort_median(samples, t->reps);
     out->min_us = samples[0];
     out->max_us = samples[t->reps - 1];
 fail:

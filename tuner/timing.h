@@ -32,6 +32,9 @@ typedef struct mt_timing {
     int graph;               /* 1 when timed as a graph replay */
 } mt_timing;
 
+/* Sorts v[0..n) ascending and returns its median (v[n / 2]); n >= 1. */
+double mt_sort_median(double *v, int n);
+
 /* Time fn: captured into a graph when possible (else launched directly). */
 mt_status mt_time(mt_timer *t, mt_enqueue_fn fn, void *ctx, mt_timing *out, char *msg,
                   size_t msg_size);

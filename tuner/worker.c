@@ -28,6 +28,7 @@
 #include "moetune/db.h"
 #include "tuner/harness.h"
 #include "tuner/select.h"
+#include "tuner/timing.h"
 
 typedef struct worker {
     const mt_tune_opts *o;
@@ -83,7 +84,6 @@ int mt_tune_is_mark(const char *text)
     return !strcmp(text, MT_TUNE_DONE_MARK) || !strcmp(text, MT_TUNE_START_MARK);
 }
 
-/* Measure one candidate unless the log has it; record the result. */
 /* Times the pipeline of text (g1 NULL: cuBLAS), named to the supervisor
  * first ("C M text"), so that a fault or a hang of it is recorded against
  * it; the caller reports "D" when it has recorded the outcome. */
@@ -98,6 +98,7 @@ static mt_status measure_in_flight(worker *w, int64_t M, const char *text, const
               : w->be.measure_cublas(w->be.self, m, msg, msg_size);
 }
 
+/* Measure one candidate unless the log has it; record the result. */
 static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const char *text,
                              const mt_variant *g1, const mt_variant *g2, char *msg,
                              size_t msg_size)
@@ -125,6 +126,9 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
 }
 
 /* Fastest correct measured candidate of (key, M) with the given prefix. */
+/* The note of a candidate whose time is the final round's median. */
+#define FINAL_NOTE "final round: median of 3"
+
 typedef struct best_scan {
     const struct worker *w;
     const mt_db_key *key;
@@ -132,6 +136,7 @@ typedef struct best_scan {
     const char *prefix;
     int exact;              /* the text equal to prefix, not only starting with it */
     int64_t skip_block_m;   /* > 0: pass over pairs whose GEMM1 has this BLOCK_M */
+    int final_only;         /* only the final round's medians (FINAL_NOTE) */
     double us, rel_err;
     char text[1024];
     int count, rejected;
@@ -163,6 +168,8 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
         b->rejected++;
         return 0;
     }
+    if (b->final_only && (!c->reason || strcmp(c->reason, FINAL_NOTE)))
+        return 0;
     if (c->time_us < b->us) {
         b->us = c->time_us;
         b->rel_err = c->rel_err;
@@ -193,6 +200,22 @@ static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const cha
                            best_scan *b, char *msg, size_t msg_size)
 {
     return find_best_but(w, key, M, prefix, 0, b, msg, msg_size);
+}
+
+/* find_best among the final round's medians where it timed any (a pipeline
+ * left out of it keeps its one time, which must not win on luck). */
+static mt_status find_final(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
+                            best_scan *b, char *msg, size_t msg_size)
+{
+    best_scan f = {.w = w, .key = key, .M = M, .prefix = prefix, .final_only = 1, .us = 1e30};
+    mt_status st = mt_db_foreach_candidate(w->db, scan_best, &f);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (f.us < 1e30) {
+        *b = f;
+        return MT_OK;
+    }
+    return find_best(w, key, M, prefix, b, msg, msg_size);
 }
 
 /* *ok: the candidate of exactly this text at M was timed and passed the
@@ -568,15 +591,19 @@ static mt_status settle_launch(worker *w, const mt_db_key *key, int64_t M, char 
  * tens of times that differ by a few tenths of a percent is partly the
  * luckiest: at Qwen3 fp8 M = 8 the search's own timings put a pick ahead
  * that a same-call A/B read 0.9 % slower (docs/PERFORMANCE.md, session 36).
- * So the fastest few correct pipelines (the default among them), those
- * within FINAL_MARGIN of the best, are timed again in turn, FINAL_ROUNDS
- * times each, in alternating order so that a drift of the card's speed
- * falls on each alike, and each keeps the median of its new times; one that
- * fails its check now is rejected. store_winner then picks from those. */
-enum { FINAL_MAX = 16, FINAL_ROUNDS = 3 };
+ * So the fastest few correct tuned pipelines within FINAL_MARGIN of the
+ * best (those whose kernels are here), and the untuned default, are timed
+ * again in turn, FINAL_ROUNDS times each, in alternating order so that a
+ * drift of the card's speed falls on each alike. Each keeps the median of
+ * its new times, marked FINAL_NOTE; one that fails its check now is
+ * rejected. store_winner then picks among the marked pipelines alone, so
+ * that none left out of the round wins on its one time (final_round passes
+ * again where one left out reads faster than the best median). */
+enum { FINAL_MAX = 16, FINAL_ROUNDS = 3, FINAL_PASSES = 4 };
 #define FINAL_MARGIN 1.03
 
 typedef struct final_scan {
+    const worker *w;
     const mt_db_key *key;
     int64_t M;
     int n, max;
@@ -584,19 +611,27 @@ typedef struct final_scan {
         char text[1024];
         double us, rel_err, t[FINAL_ROUNDS];
         const mt_variant *g1, *g2;
-    } f[FINAL_MAX];
+        int ok;
+    } f[FINAL_MAX + 1];   /* the tuned ones, fastest first, then the default */
+    struct finalist dflt;
 } final_scan;
 
-/* Keeps the max fastest correct pipelines (tuned or default) in f, fastest
- * first. */
+/* Keeps the max fastest correct tuned pipelines whose kernels are here and
+ * that no pass has timed again in f, fastest first, and the default, if no
+ * pass has, in dflt. */
 static int scan_final(const mt_db_candidate *c, void *ctx)
 {
     final_scan *s = ctx;
+    const mt_variant *g1, *g2;
+    const int dflt = !strncmp(c->pipeline, "default;", 8);
     if (c->M != s->M || !c->ok || !same_key(&c->key, s->key) ||
-        (strncmp(c->pipeline, "gemm1=", 6) && strncmp(c->pipeline, "default;", 8)))
+        (!dflt && strncmp(c->pipeline, "gemm1=", 6)) || (c->reason && !strcmp(c->reason, FINAL_NOTE)) ||
+        !parse_pair(s->w, c->pipeline, &g1, &g2))
         return 0;
     int i = s->n;
-    if (i == s->max) {   /* full: replaces the slowest, if faster */
+    if (dflt)
+        i = -1;
+    else if (i == s->max) {   /* full: replaces the slowest, if faster */
         if (c->time_us >= s->f[i - 1].us)
             return 0;
         i--;
@@ -604,83 +639,99 @@ static int scan_final(const mt_db_candidate *c, void *ctx)
         s->n++;
     for (; i > 0 && s->f[i - 1].us > c->time_us; i--)
         s->f[i] = s->f[i - 1];
-    memset(&s->f[i], 0, sizeof s->f[i]);
-    mt_strlcpy(s->f[i].text, c->pipeline, sizeof s->f[i].text);
-    s->f[i].us = c->time_us;
-    s->f[i].rel_err = c->rel_err;
+    struct finalist *f = i < 0 ? &s->dflt : &s->f[i];
+    memset(f, 0, sizeof *f);
+    mt_strlcpy(f->text, c->pipeline, sizeof f->text);
+    f->us = c->time_us;
+    f->g1 = g1;
+    f->g2 = g2;
+    f->ok = 1;
     return 0;
 }
 
-static int cmp_us(const void *a, const void *b)
+/* Records finalist f's outcome: its median, or rejected with reason. */
+static mt_status record_final(worker *w, const mt_db_key *key, int64_t M, struct finalist *f,
+                              const char *reason, char *msg, size_t msg_size)
 {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    mt_db_candidate c = {.key = *key, .M = M, .pipeline = f->text, .ok = !reason,
+                         .time_us = MT_DB_NO_TIME, .rel_err = f->rel_err, .reason = reason};
+    if (!reason) {
+        c.time_us = mt_sort_median(f->t, FINAL_ROUNDS);
+        c.reason = FINAL_NOTE;
+    }
+    mt_status st = mt_db_record_candidate(w->db, &c);
+    if (st)
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    if (w->o->log && reason)
+        fprintf(w->o->log, "  M=%-5lld final round: rejected  %s: %s\n", (long long)M, f->text, reason);
+    else if (w->o->log)
+        fprintf(w->o->log, "  M=%-5lld final round: %8.1f -> %8.1f us  %s\n", (long long)M, f->us,
+                c.time_us, f->text);
+    return MT_OK;
 }
 
+/* One pass of the final round over the pipelines no pass has timed again:
+ * the want fastest tuned ones within the margin and the default. *more = 0
+ * where none of them could beat the best median of the passes before (then
+ * nothing is timed). */
+static mt_status final_pass(worker *w, const mt_db_key *key, int64_t M, int want, int *more,
+                            char *msg, size_t msg_size)
+{
+    *more = 0;
+    best_scan done = {.w = w, .key = key, .M = M, .prefix = "gemm1=", .final_only = 1, .us = 1e30};
+    final_scan *s = calloc(1, sizeof *s);
+    if (!s)
+        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
+    s->w = w;
+    s->key = key;
+    s->M = M;
+    s->max = want < FINAL_MAX ? want : FINAL_MAX;
+    mt_status st;
+    if ((st = mt_db_foreach_candidate(w->db, scan_best, &done)) ||
+        (st = mt_db_foreach_candidate(w->db, scan_final, s))) {
+        free(s);
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    }
+    int n = 0;   /* the tuned ones within the margin, then the default */
+    if (s->n > 0 && s->f[0].us < done.us) {
+        while (n < s->n && s->f[n].us <= s->f[0].us * FINAL_MARGIN)
+            n++;
+        if (s->dflt.ok)
+            s->f[n++] = s->dflt;
+        *more = 1;
+    }
+    for (int r = 0; r < FINAL_ROUNDS && !st; r++)
+        for (int j = 0; j < n && !st; j++) {
+            struct finalist *f = &s->f[r % 2 ? n - 1 - j : j];
+            mt_measure m;
+            if (!f->ok || (st = measure_in_flight(w, M, f->text, f->g1, f->g2, &m, msg, msg_size)))
+                continue;
+            f->t[r] = m.time_us;
+            f->rel_err = m.rel_err > f->rel_err ? m.rel_err : f->rel_err;
+            if (!m.ok) {   /* wrong now: rejected, with the reason */
+                f->ok = 0;
+                st = record_final(w, key, M, f, m.reason, msg, msg_size);
+            }
+            if (!st)
+                report(w, "D\n");
+        }
+    for (int i = 0; i < n && !st; i++)
+        if (s->f[i].ok)
+            st = record_final(w, key, M, &s->f[i], NULL, msg, msg_size);
+    free(s);
+    return st;
+}
+
+/* Passes until the fastest tuned pipeline is one timed again (a pipeline
+ * that read fast once may push the true best out of the first pass's
+ * margin), FINAL_PASSES at most. */
 static mt_status final_round(worker *w, const mt_db_key *key, int64_t M, char *msg,
                              size_t msg_size)
 {
     const int want = w->o->finalists == 0 ? 4 : w->o->finalists;
-    if (want < 2)
-        return MT_OK;
-    final_scan *s = calloc(1, sizeof *s);
-    if (!s)
-        return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
-    s->key = key;
-    s->M = M;
-    s->max = want < FINAL_MAX ? want : FINAL_MAX;
-    mt_status st = mt_db_foreach_candidate(w->db, scan_final, s);
-    if (st) {
-        free(s);
-        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    }
-    int n = 0;   /* those within the margin whose kernels are here */
-    for (int i = 0; i < s->n; i++)
-        if (s->f[i].us <= s->f[0].us * FINAL_MARGIN && parse_pair(w, s->f[i].text, &s->f[i].g1, &s->f[i].g2))
-            s->f[n++] = s->f[i];
-    if (n < 2) {
-        free(s);
-        return MT_OK;
-    }
-    int ok[FINAL_MAX];
-    for (int i = 0; i < n; i++)
-        ok[i] = 1;
-    for (int r = 0; r < FINAL_ROUNDS && !st; r++)
-        for (int j = 0; j < n && !st; j++) {
-            struct finalist *f = &s->f[r % 2 ? n - 1 - j : j];
-            if (!ok[f - s->f])
-                continue;
-            mt_measure m;
-            if ((st = measure_in_flight(w, M, f->text, f->g1, f->g2, &m, msg, msg_size)))
-                break;
-            f->t[r] = m.time_us;
-            if (!m.ok) {   /* wrong now: rejected, with the reason */
-                ok[f - s->f] = 0;
-                mt_db_candidate c = {.key = *key, .M = M, .pipeline = f->text, .ok = 0,
-                                     .time_us = MT_DB_NO_TIME, .rel_err = m.rel_err, .reason = m.reason};
-                if ((st = mt_db_record_candidate(w->db, &c)))
-                    mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-                if (w->o->log)
-                    fprintf(w->o->log, "  M=%-5lld final round: rejected  %s: %s\n", (long long)M,
-                            f->text, m.reason);
-            }
-            report(w, "D\n");
-        }
-    for (int i = 0; i < n && !st; i++) {
-        if (!ok[i])
-            continue;
-        struct finalist *f = &s->f[i];
-        qsort(f->t, FINAL_ROUNDS, sizeof f->t[0], cmp_us);
-        const double median = f->t[FINAL_ROUNDS / 2];
-        mt_db_candidate c = {.key = *key, .M = M, .pipeline = f->text, .ok = 1,
-                             .time_us = median, .rel_err = f->rel_err};
-        if ((st = mt_db_record_candidate(w->db, &c)))
-            mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-        else if (w->o->log)
-            fprintf(w->o->log, "  M=%-5lld final round: %8.1f -> %8.1f us  %s\n", (long long)M, f->us,
-                    median, f->text);
-    }
-    free(s);
+    mt_status st = MT_OK;
+    for (int pass = 0, more = want > 0; pass < FINAL_PASSES && more && !st; pass++)
+        st = final_pass(w, key, M, want, &more, msg, msg_size);
     return st;
 }
 
@@ -708,8 +759,8 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
 {
     best_scan ours, dflt;
     mt_status st;
-    if ((st = find_best(w, key, p->M, "gemm1=", &ours, msg, msg_size)) ||
-        (st = find_best(w, key, p->M, "default;", &dflt, msg, msg_size)))
+    if ((st = find_final(w, key, p->M, "gemm1=", &ours, msg, msg_size)) ||
+        (st = find_final(w, key, p->M, "default;", &dflt, msg, msg_size)))
         return st;
     if (dflt.us >= 1e30 && ours.us >= 1e30)
         return mt_errf(msg, msg_size, MT_ERR_MISMATCH,

@@ -36,11 +36,12 @@ typedef struct mt_tune_opts {
     int max_candidates;        /* per stage; 0: 12 */
     double candidate_timeout_s; /* 0: 30 s */
     int reps;                  /* timed repetitions; 0: 20 */
-    /* The final round: the fastest `finalists` correct pipelines of an M
-     * (the untuned default among them) within 3 % of the best are timed
-     * again, in turn, three times each, and each keeps the median of those
-     * times, so that a pipeline that read fast once does not win on it.
-     * 0: 4; < 0: no final round. */
+    /* The final round: the fastest `finalists` correct tuned pipelines of
+     * an M within 3 % of the best, and the untuned default, are timed again
+     * in turn, three times each; each keeps the median of those times, and
+     * the entry is the fastest of them, so that a pipeline that read fast
+     * once does not win on it (more passes, up to four, where one left out
+     * is faster on its one time). 0: 4; < 0: no final round. */
     int finalists;
     int isolate;               /* run the backend in a worker process (default on) */
     FILE *log;                 /* progress lines; NULL: quiet */
