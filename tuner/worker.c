@@ -125,10 +125,10 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
     return MT_OK;
 }
 
-/* Fastest correct measured candidate of (key, M) with the given prefix. */
 /* The note of a candidate whose time is the final round's median. */
 #define FINAL_NOTE "final round: median of 3"
 
+/* Fastest correct measured candidate of (key, M) with the given prefix. */
 typedef struct best_scan {
     const struct worker *w;
     const mt_db_key *key;
@@ -203,10 +203,13 @@ static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const cha
 }
 
 /* find_best among the final round's medians where it timed any (a pipeline
- * left out of it keeps its one time, which must not win on luck). */
+ * left out of it keeps its one time, which must not win on luck); all
+ * candidates where the round is off. */
 static mt_status find_final(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
                             best_scan *b, char *msg, size_t msg_size)
 {
+    if (w->o->finalists < 0)
+        return find_best(w, key, M, prefix, b, msg, msg_size);
     best_scan f = {.w = w, .key = key, .M = M, .prefix = prefix, .final_only = 1, .us = 1e30};
     mt_status st = mt_db_foreach_candidate(w->db, scan_best, &f);
     if (st)
@@ -672,8 +675,8 @@ static mt_status record_final(worker *w, const mt_db_key *key, int64_t M, struct
 
 /* One pass of the final round over the pipelines no pass has timed again:
  * the want fastest tuned ones within the margin and the default. *more = 0
- * where none of them could beat the best median of the passes before (then
- * nothing is timed). */
+ * where none of the tuned ones could beat the best median of the passes
+ * before (then only the default, if it has no median yet, is timed). */
 static mt_status final_pass(worker *w, const mt_db_key *key, int64_t M, int want, int *more,
                             char *msg, size_t msg_size)
 {
@@ -696,10 +699,10 @@ static mt_status final_pass(worker *w, const mt_db_key *key, int64_t M, int want
     if (s->n > 0 && s->f[0].us < done.us) {
         while (n < s->n && s->f[n].us <= s->f[0].us * FINAL_MARGIN)
             n++;
-        if (s->dflt.ok)
-            s->f[n++] = s->dflt;
         *more = 1;
     }
+    if (s->dflt.ok)   /* until it has its median (a pass cut short before it) */
+        s->f[n++] = s->dflt;
     for (int r = 0; r < FINAL_ROUNDS && !st; r++)
         for (int j = 0; j < n && !st; j++) {
             struct finalist *f = &s->f[r % 2 ? n - 1 - j : j];
