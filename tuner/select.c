@@ -212,12 +212,15 @@ static const char *const *followers_of(const char *param)
  * the better one: the one whose stages hold nearer the bytes of K that
  * base's hold (STAGES x BLOCK_K), so that the round weighs the K tile's
  * length and not the pipeline's depth (the STAGES round comes after it). */
+static int64_t k_in_flight(const mt_variant *v)
+{
+    return mt_variant_int(v, "STAGES", 0) * mt_variant_int(v, "BLOCK_K", 0);
+}
+
 static int nearer_depth(const mt_variant *base, const mt_variant *have, const mt_variant *cand)
 {
-    const int64_t want = mt_variant_int(base, "STAGES", 0) * mt_variant_int(base, "BLOCK_K", 0);
-    const int64_t h = mt_variant_int(have, "STAGES", 0) * mt_variant_int(have, "BLOCK_K", 0);
-    const int64_t c = mt_variant_int(cand, "STAGES", 0) * mt_variant_int(cand, "BLOCK_K", 0);
-    return llabs(c - want) < llabs(h - want);
+    const int64_t want = k_in_flight(base);
+    return llabs(k_in_flight(cand) - want) < llabs(k_in_flight(have) - want);
 }
 
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,

@@ -178,6 +178,13 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
     return 0;
 }
 
+/* Runs b's scan over the candidate log. */
+static mt_status scan_candidates(worker *w, best_scan *b, char *msg, size_t msg_size)
+{
+    mt_status st = mt_db_foreach_candidate(w->db, scan_best, b);
+    return st ? mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db)) : MT_OK;
+}
+
 /* The fastest correct candidate at M whose pipeline text starts with
  * prefix; with skip_block_m > 0, of those whose GEMM1 has another BLOCK_M. */
 static mt_status find_best_but(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
@@ -190,10 +197,7 @@ static mt_status find_best_but(worker *w, const mt_db_key *key, int64_t M, const
     b->prefix = prefix;
     b->skip_block_m = skip_block_m;
     b->us = 1e30;
-    mt_status st = mt_db_foreach_candidate(w->db, scan_best, b);
-    if (st)
-        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    return MT_OK;
+    return scan_candidates(w, b, msg, msg_size);
 }
 
 static mt_status find_best(worker *w, const mt_db_key *key, int64_t M, const char *prefix,
@@ -211,9 +215,9 @@ static mt_status find_final(worker *w, const mt_db_key *key, int64_t M, const ch
     if (w->o->finalists < 0)
         return find_best(w, key, M, prefix, b, msg, msg_size);
     best_scan f = {.w = w, .key = key, .M = M, .prefix = prefix, .final_only = 1, .us = 1e30};
-    mt_status st = mt_db_foreach_candidate(w->db, scan_best, &f);
+    mt_status st = scan_candidates(w, &f, msg, msg_size);
     if (st)
-        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+        return st;
     if (f.us < 1e30) {
         *b = f;
         return MT_OK;
@@ -227,11 +231,9 @@ static mt_status passed(worker *w, const mt_db_key *key, int64_t M, const char *
                         char *msg, size_t msg_size)
 {
     best_scan b = {.w = w, .key = key, .M = M, .prefix = text, .exact = 1, .us = 1e30};
-    mt_status st = mt_db_foreach_candidate(w->db, scan_best, &b);
-    if (st)
-        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
+    mt_status st = scan_candidates(w, &b, msg, msg_size);
     *ok = b.us < 1e30;
-    return MT_OK;
+    return st;
 }
 
 /* --retune or --retime: M values tuned by another run are done again. */
@@ -610,6 +612,7 @@ typedef struct final_scan {
     const mt_db_key *key;
     int64_t M;
     int n, max;
+    double done_us;   /* the best median of the passes before */
     struct finalist {
         char text[1024];
         double us, rel_err, t[FINAL_ROUNDS];
@@ -620,16 +623,21 @@ typedef struct final_scan {
 } final_scan;
 
 /* Keeps the max fastest correct tuned pipelines whose kernels are here and
- * that no pass has timed again in f, fastest first, and the default, if no
- * pass has, in dflt. */
+ * that no pass has timed again in f, fastest first, the default, if no pass
+ * has, in dflt, and the best tuned median of the passes in done_us. */
 static int scan_final(const mt_db_candidate *c, void *ctx)
 {
     final_scan *s = ctx;
     const mt_variant *g1, *g2;
     const int dflt = !strncmp(c->pipeline, "default;", 8);
-    if (c->M != s->M || !c->ok || !same_key(&c->key, s->key) ||
-        (!dflt && strncmp(c->pipeline, "gemm1=", 6)) || (c->reason && !strcmp(c->reason, FINAL_NOTE)) ||
-        !parse_pair(s->w, c->pipeline, &g1, &g2))
+    if (c->M != s->M || !c->ok || !same_key(&c->key, s->key) || (!dflt && strncmp(c->pipeline, "gemm1=", 6)))
+        return 0;
+    if (c->reason && !strcmp(c->reason, FINAL_NOTE)) {   /* timed again by a pass */
+        if (!dflt && c->time_us < s->done_us)
+            s->done_us = c->time_us;
+        return 0;
+    }
+    if (!parse_pair(s->w, c->pipeline, &g1, &g2))
         return 0;
     int i = s->n;
     if (dflt)
@@ -681,7 +689,6 @@ static mt_status final_pass(worker *w, const mt_db_key *key, int64_t M, int want
                             char *msg, size_t msg_size)
 {
     *more = 0;
-    best_scan done = {.w = w, .key = key, .M = M, .prefix = "gemm1=", .final_only = 1, .us = 1e30};
     final_scan *s = calloc(1, sizeof *s);
     if (!s)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");
@@ -689,14 +696,14 @@ static mt_status final_pass(worker *w, const mt_db_key *key, int64_t M, int want
     s->key = key;
     s->M = M;
     s->max = want < FINAL_MAX ? want : FINAL_MAX;
-    mt_status st;
-    if ((st = mt_db_foreach_candidate(w->db, scan_best, &done)) ||
-        (st = mt_db_foreach_candidate(w->db, scan_final, s))) {
+    s->done_us = 1e30;
+    mt_status st = mt_db_foreach_candidate(w->db, scan_final, s);
+    if (st) {
         free(s);
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     }
     int n = 0;   /* the tuned ones within the margin, then the default */
-    if (s->n > 0 && s->f[0].us < done.us) {
+    if (s->n > 0 && s->f[0].us < s->done_us) {
         while (n < s->n && s->f[n].us <= s->f[0].us * FINAL_MARGIN)
             n++;
         *more = 1;
