@@ -10,6 +10,7 @@
  */
 #include "tests/support.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,23 +396,16 @@ static void test_resolve(void **state)
     mt_gen_close(g);
 }
 
-/* The shipped database is in rollback-journal mode, verifies clean, and
- * holds no kernel that a refresh would bring up to date: a template edit that kept a shipped kernel's source must come with
- * `moetune db refresh db/tuned/nvidia-h200.db`, or the runtime reports the
- * kernel as made from other templates. Kernels whose source changed are
- * counted, not failed: they wait for tuning on the GPU. And no entry's
- * GEMM2 sums by atomics (results reproducible run to run; `moetune db
- * deterministic` takes them out). */
-static void test_shipped_database(void **state)
+/* A shipped database is in rollback-journal mode, verifies clean, and
+ * holds no kernel that a refresh would bring up to date: a template edit
+ * that kept a shipped kernel's source must come with `moetune db refresh
+ * db/tuned/FILE.db`, or the runtime reports the kernel as made from other
+ * templates. Kernels whose source changed are counted, not failed: they
+ * wait for tuning on the GPU. And no entry's GEMM2 sums by atomics
+ * (results reproducible run to run; `moetune db deterministic` takes them
+ * out). */
+static void check_shipped_database(mt_gen *g, const char *path)
 {
-    (void)state;
-    const char *tdir = getenv("MT_TEMPLATE_DIR");
-    if (!tdir || !*tdir)
-        fail_msg("MT_TEMPLATE_DIR is not set (CTest sets it to the source templates/ folder)");
-    char path[700];
-    snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir);
-    if (access(path, R_OK) != 0)
-        fail_msg("no shipped database at %s", path);
     /* Rollback-journal mode (header bytes 18 and 19 are 1; WAL writes 2),
      * so that it opens read-only from a read-only install folder
      * (db/tuned/README.md). */
@@ -423,14 +417,13 @@ static void test_shipped_database(void **state)
     if (head[18] != 1 || head[19] != 1)
         fail_msg("%s is in WAL mode: run sqlite3 on it with \"PRAGMA wal_checkpoint(TRUNCATE); "
                  "PRAGMA journal_mode=DELETE\"", path);
-    mt_gen *g = mt_test_open_templates();
     mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
     mt_refresh_stats s;
     lines l = {0};
     char msg[1024];
     assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN, keep, &l, &s, msg, sizeof msg), MT_OK);
-    printf("shipped database: %d kernels current, %d to refresh, %d changed, %d of older "
-           "template versions\n", s.current, s.refreshed, s.changed, s.unknown);
+    printf("%s: %d kernels current, %d to refresh, %d changed, %d of older template versions\n",
+           path, s.current, s.refreshed, s.changed, s.unknown);
     if (s.refreshed)
         fail_msg("%d kernel(s) of %s are what the current templates generate but carry an "
                  "older template hash: run `moetune db refresh %s`", s.refreshed, path, path);
@@ -442,7 +435,35 @@ static void test_shipped_database(void **state)
         fail_msg("%d entries of %s add GEMM2's rows by atomics: run `moetune db deterministic %s`",
                  d.entries, path, path);
     mt_db_close(db);
+}
+
+/* Every database in db/tuned/ (one per GPU SKU), the H200's among them. */
+static void test_shipped_databases(void **state)
+{
+    (void)state;
+    const char *tdir = getenv("MT_TEMPLATE_DIR");
+    if (!tdir || !*tdir)
+        fail_msg("MT_TEMPLATE_DIR is not set (CTest sets it to the source templates/ folder)");
+    char dir[600], path[900];
+    snprintf(dir, sizeof dir, "%s/../db/tuned", tdir);
+    snprintf(path, sizeof path, "%s/nvidia-h200.db", dir);
+    if (access(path, R_OK) != 0)
+        fail_msg("no shipped database at %s", path);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    mt_gen *g = mt_test_open_templates();
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len < 4 || strcmp(e->d_name + len - 3, ".db") != 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        check_shipped_database(g, path);
+        n++;
+    }
+    closedir(d);
     mt_gen_close(g);
+    printf("shipped databases checked: %d\n", n);
 }
 
 int main(void)
@@ -452,7 +473,7 @@ int main(void)
         cmocka_unit_test(test_refresh_by_code),
         cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_refresh_added_parameter),
-        cmocka_unit_test(test_shipped_database),
+        cmocka_unit_test(test_shipped_databases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
