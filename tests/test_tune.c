@@ -602,6 +602,68 @@ static void test_final_round_beats_a_lucky_first_time(void **state)
     free(t0);
 }
 
+/* The final round's pipeline that faults, hangs or reads wrong when timed
+ * again: what went wrong is recorded against it (rejected, its one time
+ * gone), a fault or a hang costs the worker, not the run, and the entry is
+ * another pair's median. */
+typedef struct again_scan {
+    const char *pair;     /* "gemm1=A;gemm2=B" */
+    const char *reason;   /* how its rejections begin */
+    int rejected, as_expected, medians;
+} again_scan;
+
+static int scan_again(const mt_db_candidate *c, void *ctx)
+{
+    again_scan *s = ctx;
+    s->medians += c->ok && c->reason && !strncmp(c->reason, "final round", 11);
+    if (!c->ok && same_pair(c->pipeline, s->pair)) {
+        s->rejected++;
+        s->as_expected += c->reason && !strncmp(c->reason, s->reason, strlen(s->reason));
+    }
+    return 0;
+}
+
+static void test_final_round_fault_hang_wrong(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-again");
+    char path[600], msg[1024], pair[600], again[600];
+    mt_tune_opts o;
+    mt_tune_summary s;
+    snprintf(path, sizeof path, "%s/ref.db", dir);
+    opts_at(&o, path, 4096);
+    o.finalists = 0;
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_string_equal(s.rows[0].winner, "moetune");
+    snprintf(pair, sizeof pair, "gemm1=%s;gemm2=%s", s.rows[0].gemm1, s.rows[0].gemm2);
+    static const char *const modes[] = {"fault", "hang", "wrong"};
+    static const char *const reasons[] = {"fault", "timeout", "fake: wrong the second time"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s.db", dir, modes[k]);
+        snprintf(again, sizeof again, "%s %s %s", modes[k], s.rows[0].gemm1, s.rows[0].gemm2);
+        setenv("MT_FAKE_AGAIN", again, 1);
+        opts_at(&o, path, 4096);
+        o.finalists = 0;
+        mt_tune_summary r;
+        assert_int_equal(mt_tune_run(&o, &r, msg, sizeof msg), MT_OK);
+        unsetenv("MT_FAKE_AGAIN");
+        assert_int_equal(r.nrows, 1);
+        if (k < 2)
+            assert_true(r.worker_restarts >= 1);
+        else
+            assert_int_equal(r.worker_restarts, 0);
+        /* Each launch order of the pair that the round timed again is
+         * rejected (the fake goes wrong at its second time in a process),
+         * and the entry is another pair's median. */
+        again_scan a = {.pair = pair, .reason = reasons[k]};
+        foreach_candidate(path, scan_again, &a);
+        assert_true(a.rejected >= 1);
+        assert_int_equal(a.as_expected, a.rejected);
+        assert_true(a.medians >= 1);
+        assert_true(strcmp(r.rows[0].gemm1, s.rows[0].gemm1) || strcmp(r.rows[0].gemm2, s.rows[0].gemm2));
+    }
+}
+
 /* opts_at(M) with max_candidates into a new database DIR/NAME.db (its
  * path into path): one row, the winner moetune's. */
 static void tune_one_m(const char *name, int64_t M, int max_candidates, char *path, size_t path_size,
@@ -1282,6 +1344,7 @@ int main(void)
         cmocka_unit_test(test_refuses_a_damaged_database),
         cmocka_unit_test(test_failed_run_leaves_no_file),
         cmocka_unit_test(test_final_round_beats_a_lucky_first_time),
+        cmocka_unit_test(test_final_round_fault_hang_wrong),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,13 @@ typedef struct fake {
      * order reads 0.85 of its time, as a lucky first measurement would. */
     char lucky[520];
     int lucky_used[2];
+    /* MT_FAKE_AGAIN "fault|hang|wrong GEMM1 GEMM2": that pair, measured a
+     * second time in one launch order by this process (the tuner's final
+     * round, as nothing else times a candidate twice), kills the process,
+     * hangs, or fails its check, as a kernel that goes wrong only
+     * sometimes would. */
+    char again_mode[8], again[520];
+    int again_seen[2];
     mt_problem p;
 } fake;
 
@@ -155,15 +162,26 @@ static mt_status fake_measure(void *self, const mt_variant *g1, const mt_variant
     if (f->hang[0] && strstr(g1->name, f->hang))
         for (;;)
             pause();
+    char pair[520];
+    snprintf(pair, sizeof pair, "%s %s", g1->name, g2->name);
+    const int again = f->again[0] && !strcmp(pair, f->again) && ++f->again_seen[launch_late != 0] == 2;
+    if (again && !strcmp(f->again_mode, "fault"))
+        raise(SIGKILL);
+    if (again && !strcmp(f->again_mode, "hang"))
+        for (;;)
+            pause();
     memset(out, 0, sizeof *out);
+    if (again) {   /* "wrong" */
+        out->rel_err = 0.5;
+        mt_strlcpy(out->reason, "fake: wrong the second time", sizeof out->reason);
+        return MT_OK;
+    }
     out->ok = 1;
     out->rel_err = 1e-3;
     out->time_us = (mt_gemm_model_us(g1, &f->p, 0, 132) + mt_gemm_model_us(g2, &f->p, 1, 132)) *
                    jitter(g1->name) * jitter(g2->name) + 5.0;
     if (launch_late)
         out->time_us *= f->late;
-    char pair[520];
-    snprintf(pair, sizeof pair, "%s %s", g1->name, g2->name);
     if (f->lucky[0] && !strcmp(pair, f->lucky) && !f->lucky_used[launch_late != 0]++)
         out->time_us *= 0.85;
     return MT_OK;
@@ -223,6 +241,8 @@ mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size
         mt_strlcpy(f->log, e, sizeof f->log);
     if ((e = getenv("MT_FAKE_LUCKY")))
         mt_strlcpy(f->lucky, e, sizeof f->lucky);
+    if ((e = getenv("MT_FAKE_AGAIN")) && sscanf(e, "%7s", f->again_mode) == 1)
+        mt_strlcpy(f->again, e + strlen(f->again_mode) + (e[strlen(f->again_mode)] == ' '), sizeof f->again);
     if ((e = getenv("MT_FAKE_DELAY_MS")))
         f->delay_ms = atol(e);
     f->late = (e = getenv("MT_FAKE_LATE")) && atof(e) > 0 ? atof(e) : 1.03;
