@@ -6,7 +6,8 @@
 #   MT_TUNE_POINTS="mixtral-8x7b:8 qwen3-30b-a3b:8,32" MT_TUNE_CANDIDATES=24 \
 #     bash scripts/gpu-retune.sh
 #
-# 1. $OUT/nvidia-h200.db: a copy of MT_RETUNE_FROM (default the shipped file).
+# 1. $OUT/nvidia-h200.db: a copy of MT_RETUNE_FROM (default this card's
+#    shipped file).
 #    To go on from the file an earlier call returned, check it (db verify)
 #    and put it in db/tuned/ in place of the shipped one: a second 16 MB
 #    file does not fit the 64 MiB a call carries beside the tree.
@@ -19,16 +20,14 @@
 #    (gpu-steps.sh abdb).
 # 4. gpu_runtime on the retuned file, which comes back as nvidia-h200.db.gz.
 #
-# The file is keyed by the H200's name, so on another card the script stops
-# unless MT_RETUNE_ANY_GPU=1: then both files are renamed to that card
-# (db_as_this_gpu) and the result comes back as that card's file
+# On another card the script stops unless MT_RETUNE_ANY_GPU=1: then the
+# files are that card's (db/tuned/SLUG.db where shipped, the H200's renamed
+# by db_as_this_gpu where not) and the result comes back as that card's file
 # (nvidia-h100-80gb-hbm3.db.gz and the like), to study or to ship as its own.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu-call.sh
 [ -n "${MT_TUNE_POINTS:-}" ] || { echo "== gpu-retune.sh: MT_TUNE_POINTS is empty"; exit 2; }
-from=${MT_RETUNE_FROM:-db/tuned/nvidia-h200.db}
-[ -f "$from" ] || { echo "== gpu-retune.sh: no $from"; exit 2; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=nvidia-h200 old=db/tuned/nvidia-h200.db
 if [[ "$name" != *H200* ]]; then
@@ -38,8 +37,15 @@ if [[ "$name" != *H200* ]]; then
   fi
   slug=$(echo "$name" | tr '[:upper:] ' '[:lower:]-')
   export MT_SHIPPED_SKU="$name"   # gpu_runtime's shipped checks: this card's own file
+  # This card's shipped file where there is one (the H100's since session
+  # 41), else the H200's renamed to this card.
+  [ -f "db/tuned/$slug.db" ] && old=db/tuned/$slug.db
+fi
+from=${MT_RETUNE_FROM:-$old}
+[ -f "$from" ] || { echo "== gpu-retune.sh: no $from"; exit 2; }
+if [ "$slug" != nvidia-h200 ]; then
+  db_as_this_gpu "$old" /tmp/retune-old.db
   old=/tmp/retune-old.db
-  db_as_this_gpu db/tuned/nvidia-h200.db "$old"
   db_as_this_gpu "$from" "$out/nvidia-h200.db"
 else
   cp "$from" "$out/nvidia-h200.db"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 41's last call, for whichever card comes (an nvidia-h200 request
+# mostly gets an H100). Staged from main with MT_STAGE_GZIP=1
+# scripts/gpu-prepare.sh, carry [".gpu"].
+# - An H200: session 40's device-final-round.sh (the wide retune of the two
+#   points under 0.97x the peer, with the final round, and its A/B).
+# - Another card: a search of the H100 file's points where the untuned
+#   default won the retime (Qwen3 bf16 M = 32 to 128, Qwen3 fp8 M = 128 to
+#   512), 3 candidates each, its A/B against the shipped H100 file.
+set -uo pipefail
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+if [[ "$name" == *H200* ]]; then
+  bash docs/measurements/2026-12-05-s40/device-final-round.sh
+  exit
+fi
+MT_RETUNE_ANY_GPU=1 MT_TUNE_POINTS="qwen3-30b-a3b:32,64,128 qwen3-30b-a3b-fp8:128,256,512" \
+  MT_TUNE_CANDIDATES=3 bash scripts/gpu-retune.sh
+tar -xOf "${OUT:?}/bench-files.tar" --wildcards 'tune-*.log' 2>/dev/null | grep "final round" | cut -c1-200
