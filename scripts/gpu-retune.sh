@@ -9,8 +9,8 @@
 # 1. $OUT/nvidia-h200.db: a copy of MT_RETUNE_FROM (default this card's
 #    shipped file).
 #    To go on from the file an earlier call returned, check it (db verify)
-#    and put it in db/tuned/ in place of the shipped one: a second 16 MB
-#    file does not fit the 64 MiB a call carries beside the tree.
+#    and put it in db/tuned/ in place of the shipped one: a third 15 MB file
+#    does not fit the 64 MiB a call carries beside the tree and the build.
 # 2. `moetune tune --retune` at MT_TUNE_POINTS (NAME:M,M ... with the problem
 #    names of gpu-bench-all.sh), MT_TUNE_CANDIDATES GEMM1 tiles per M
 #    (default 3), within the call's time less MT_RETUNE_RESERVE seconds
@@ -30,12 +30,15 @@ cd "$(dirname "$0")/.." || exit 1
 [ -n "${MT_TUNE_POINTS:-}" ] || { echo "== gpu-retune.sh: MT_TUNE_POINTS is empty"; exit 2; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 slug=nvidia-h200 old=db/tuned/nvidia-h200.db
-if [[ "$name" != *H200* ]]; then
+if [[ "$name" != "NVIDIA H200"* ]]; then
   if [ "${MT_RETUNE_ANY_GPU:-0}" != 1 ]; then
     echo "== not an H200 ($name): nothing retuned (MT_RETUNE_ANY_GPU=1 to retune a file for this card)"
     exit 2
   fi
-  slug=$(echo "$name" | tr '[:upper:] ' '[:lower:]-')
+  # The file name the runtime's users look up (python/moetune/fused.py):
+  # lower case, each run of other characters one '-'.
+  slug=$(echo "$name" | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g')
+  [ -n "$slug" ] || { echo "== gpu-retune.sh: no GPU name from nvidia-smi"; exit 2; }
   export MT_SHIPPED_SKU="$name"   # gpu_runtime's shipped checks: this card's own file
   # This card's shipped file where there is one (the H100's since session
   # 41), else the H200's renamed to this card.
@@ -44,11 +47,10 @@ fi
 from=${MT_RETUNE_FROM:-$old}
 [ -f "$from" ] || { echo "== gpu-retune.sh: no $from"; exit 2; }
 if [ "$slug" != nvidia-h200 ]; then
-  db_as_this_gpu "$old" /tmp/retune-old.db
-  old=/tmp/retune-old.db
-  db_as_this_gpu "$from" "$out/nvidia-h200.db"
+  db_as_this_gpu "$old" /tmp/retune-old.db && old=/tmp/retune-old.db &&
+    db_as_this_gpu "$from" "$out/nvidia-h200.db" || { echo "== gpu-retune.sh: renaming the files failed"; exit 2; }
 else
-  cp "$from" "$out/nvidia-h200.db"
+  cp "$from" "$out/nvidia-h200.db" || exit 2
 fi
 # The problems and the M of the points, for the A/B.
 problems=$(tr ' ' '\n' <<<"$MT_TUNE_POINTS" | sed -n 's/:.*//p' | tr '\n' ' ')

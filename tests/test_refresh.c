@@ -396,16 +396,57 @@ static void test_resolve(void **state)
     mt_gen_close(g);
 }
 
-/* A shipped database is in rollback-journal mode, verifies clean, and
- * holds no kernel that a refresh would bring up to date: a template edit
- * that kept a shipped kernel's source must come with `moetune db refresh
- * db/tuned/FILE.db`, or the runtime reports the kernel as made from other
- * templates. Kernels whose source changed are counted, not failed: they
- * wait for tuning on the GPU. And no entry's GEMM2 sums by atomics
- * (results reproducible run to run; `moetune db deterministic` takes them
- * out). */
-static void check_shipped_database(mt_gen *g, const char *path)
+/* The file name a shipped database of sku has: lower case, each run of
+ * other characters one '-' ("NVIDIA H100 80GB HBM3" ->
+ * nvidia-h100-80gb-hbm3), as the Python package's shipped_database looks it
+ * up. */
+static void sku_file_stem(const char *sku, char *out, size_t size)
 {
+    size_t n = 0;
+    for (const char *c = sku; *c && n + 1 < size; c++) {
+        const int alnum = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9');
+        const int upper = *c >= 'A' && *c <= 'Z';
+        if (alnum || upper)
+            out[n++] = upper ? (char)(*c - 'A' + 'a') : *c;
+        else if (n > 0 && out[n - 1] != '-')
+            out[n++] = '-';
+    }
+    while (n > 0 && out[n - 1] == '-')
+        n--;
+    out[n] = '\0';
+}
+
+typedef struct sku_scan {
+    const char *stem;   /* the file's name without .db */
+    int entries, foreign;
+    char first_foreign[MT_DB_SKU_MAX];
+} sku_scan;
+
+static int scan_sku(const mt_db_entry *e, void *ctx)
+{
+    sku_scan *s = ctx;
+    char stem[MT_DB_SKU_MAX];
+    sku_file_stem(e->key.sku, stem, sizeof stem);
+    s->entries++;
+    if (strcmp(stem, s->stem) && !s->foreign++)
+        mt_strlcpy(s->first_foreign, e->key.sku, sizeof s->first_foreign);
+    return 0;
+}
+
+/* A shipped database is in rollback-journal mode, verifies clean, holds
+ * entries of the SKU its name says and of no other (the runtime trusts the
+ * SKU, and a card looks its file up by name), and holds no kernel that a
+ * refresh would bring up to date: a template edit that kept a shipped
+ * kernel's source must come with `moetune db refresh db/tuned/FILE.db`, or
+ * the runtime reports the kernel as made from other templates. Kernels
+ * whose source changed are counted, not failed: they wait for tuning on the
+ * GPU. And no entry's GEMM2 sums by atomics (results reproducible run to
+ * run; `moetune db deterministic` takes them out). */
+static void check_shipped_database(mt_gen *g, const char *dir, const char *file)
+{
+    char path[900], stem[256];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(file) - 3), file);
     /* Rollback-journal mode (header bytes 18 and 19 are 1; WAL writes 2),
      * so that it opens read-only from a read-only install folder
      * (db/tuned/README.md). */
@@ -418,12 +459,17 @@ static void check_shipped_database(mt_gen *g, const char *path)
         fail_msg("%s is in WAL mode: run sqlite3 on it with \"PRAGMA wal_checkpoint(TRUNCATE); "
                  "PRAGMA journal_mode=DELETE\"", path);
     mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
+    sku_scan k = {.stem = stem};
+    assert_int_equal(mt_db_foreach_entry(db, NULL, scan_sku, &k), MT_OK);
+    if (k.entries == 0 || k.foreign)
+        fail_msg("%s: %d entries, %d of them of a SKU whose file is not %s.db (first: '%s')", path,
+                 k.entries, k.foreign, stem, k.first_foreign);
     mt_refresh_stats s;
     lines l = {0};
     char msg[1024];
     assert_int_equal(mt_refresh_kernels(db, g, MT_REFRESH_DRY_RUN, keep, &l, &s, msg, sizeof msg), MT_OK);
-    printf("%s: %d kernels current, %d to refresh, %d changed, %d of older template versions\n",
-           path, s.current, s.refreshed, s.changed, s.unknown);
+    printf("%s: %d entries, %d kernels current, %d to refresh, %d changed, %d of older template "
+           "versions\n", path, k.entries, s.current, s.refreshed, s.changed, s.unknown);
     if (s.refreshed)
         fail_msg("%d kernel(s) of %s are what the current templates generate but carry an "
                  "older template hash: run `moetune db refresh %s`", s.refreshed, path, path);
@@ -437,31 +483,34 @@ static void check_shipped_database(mt_gen *g, const char *path)
     mt_db_close(db);
 }
 
-/* Every database in db/tuned/ (one per GPU SKU), the H200's among them. */
+static int is_shipped_file(const struct dirent *e)
+{
+    const size_t len = strlen(e->d_name);
+    return len > 3 && !strcmp(e->d_name + len - 3, ".db");
+}
+
+/* Every database in db/tuned/ (one per GPU SKU, in name order), the H200's
+ * among them. */
 static void test_shipped_databases(void **state)
 {
     (void)state;
     const char *tdir = getenv("MT_TEMPLATE_DIR");
     if (!tdir || !*tdir)
         fail_msg("MT_TEMPLATE_DIR is not set (CTest sets it to the source templates/ folder)");
-    char dir[600], path[900];
+    char dir[600], path[700];
     snprintf(dir, sizeof dir, "%s/../db/tuned", tdir);
     snprintf(path, sizeof path, "%s/nvidia-h200.db", dir);
     if (access(path, R_OK) != 0)
         fail_msg("no shipped database at %s", path);
-    DIR *d = opendir(dir);
-    assert_non_null(d);
+    struct dirent **files = NULL;
+    const int n = scandir(dir, &files, is_shipped_file, alphasort);
+    assert_true(n >= 1);
     mt_gen *g = mt_test_open_templates();
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len < 4 || strcmp(e->d_name + len - 3, ".db") != 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        check_shipped_database(g, path);
-        n++;
+    for (int i = 0; i < n; i++) {
+        check_shipped_database(g, dir, files[i]->d_name);
+        free(files[i]);
     }
-    closedir(d);
+    free(files);
     mt_gen_close(g);
     printf("shipped databases checked: %d\n", n);
 }

@@ -241,8 +241,17 @@ mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size
         mt_strlcpy(f->log, e, sizeof f->log);
     if ((e = getenv("MT_FAKE_LUCKY")))
         mt_strlcpy(f->lucky, e, sizeof f->lucky);
-    if ((e = getenv("MT_FAKE_AGAIN")) && sscanf(e, "%7s", f->again_mode) == 1)
-        mt_strlcpy(f->again, e + strlen(f->again_mode) + (e[strlen(f->again_mode)] == ' '), sizeof f->again);
+    int n = 0;
+    if ((e = getenv("MT_FAKE_AGAIN")) && *e) {
+        if (sscanf(e, " %7[a-z] %n", f->again_mode, &n) != 1 || n == 0 ||
+            (strcmp(f->again_mode, "fault") && strcmp(f->again_mode, "hang") &&
+             strcmp(f->again_mode, "wrong"))) {
+            free(f);
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+                           "MT_FAKE_AGAIN '%s': want \"fault|hang|wrong GEMM1 GEMM2\"", e);
+        }
+        mt_strlcpy(f->again, e + n, sizeof f->again);
+    }
     if ((e = getenv("MT_FAKE_DELAY_MS")))
         f->delay_ms = atol(e);
     f->late = (e = getenv("MT_FAKE_LATE")) && atof(e) > 0 ? atof(e) : 1.03;

@@ -9,7 +9,7 @@
 #   512), 3 candidates each, its A/B against the shipped H100 file.
 set -uo pipefail
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-if [[ "$name" == *H200* ]]; then
+if [[ "$name" == "NVIDIA H200"* ]]; then
   bash docs/measurements/2026-12-05-s40/device-final-round.sh
   exit
 fi
