@@ -247,6 +247,26 @@ void mt_db_vllm_device_name(const char *sku, char *out, size_t size)
             *c = '_';
 }
 
+void mt_db_shipped_name(const char *sku, char *out, size_t size)
+{
+    if (!size)
+        return;
+    size_t n = 0;
+    const size_t room = size > 3 ? size - 3 : 0;   /* ".db" and the NUL */
+    for (const char *c = sku; *c && n + 1 < room; c++) {
+        const char lower = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
+        if ((lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9'))
+            out[n++] = lower;
+        else if (n > 0 && out[n - 1] != '-')
+            out[n++] = '-';
+    }
+    while (n > 0 && out[n - 1] == '-')
+        n--;
+    out[n] = '\0';
+    if (size > 3)
+        mt_strlcpy(out + n, ".db", size - n);
+}
+
 void mt_db_vllm_selector(const mt_db_key *k, char *out, size_t size)
 {
     const char *dt = "";

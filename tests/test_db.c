@@ -1312,6 +1312,24 @@ static void test_concurrent_writers(void **state)
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2 * per);
 }
 
+/* The shipped file's name of a SKU, as the Python package looks it up. */
+static void test_shipped_name(void **state)
+{
+    (void)state;
+    char out[64];
+    mt_db_shipped_name("NVIDIA H200", out, sizeof out);
+    assert_string_equal(out, "nvidia-h200.db");
+    mt_db_shipped_name("NVIDIA H100 80GB HBM3", out, sizeof out);
+    assert_string_equal(out, "nvidia-h100-80gb-hbm3.db");
+    mt_db_shipped_name("  NVIDIA  H100 PCIe (rev. 2)  ", out, sizeof out);
+    assert_string_equal(out, "nvidia-h100-pcie-rev-2.db");
+    mt_db_shipped_name("", out, sizeof out);
+    assert_string_equal(out, ".db");
+    char small[10];   /* cut short, still a whole ".db" name */
+    mt_db_shipped_name("NVIDIA H200", small, sizeof small);
+    assert_string_equal(small, "nvidia.db");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1329,6 +1347,7 @@ int main(void)
         cmocka_unit_test(test_import_refuses_what_cannot_run),
         cmocka_unit_test(test_export_not_onto_itself),
         cmocka_unit_test(test_vllm_layout),
+        cmocka_unit_test(test_shipped_name),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_crash_safety),

@@ -396,28 +396,8 @@ static void test_resolve(void **state)
     mt_gen_close(g);
 }
 
-/* The file name a shipped database of sku has: lower case, each run of
- * other characters one '-' ("NVIDIA H100 80GB HBM3" ->
- * nvidia-h100-80gb-hbm3), as the Python package's shipped_database looks it
- * up. */
-static void sku_file_stem(const char *sku, char *out, size_t size)
-{
-    size_t n = 0;
-    for (const char *c = sku; *c && n + 1 < size; c++) {
-        const int alnum = (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9');
-        const int upper = *c >= 'A' && *c <= 'Z';
-        if (alnum || upper)
-            out[n++] = upper ? (char)(*c - 'A' + 'a') : *c;
-        else if (n > 0 && out[n - 1] != '-')
-            out[n++] = '-';
-    }
-    while (n > 0 && out[n - 1] == '-')
-        n--;
-    out[n] = '\0';
-}
-
 typedef struct sku_scan {
-    const char *stem;   /* the file's name without .db */
+    const char *file;   /* the file's name */
     int entries, foreign;
     char first_foreign[MT_DB_SKU_MAX];
 } sku_scan;
@@ -425,10 +405,10 @@ typedef struct sku_scan {
 static int scan_sku(const mt_db_entry *e, void *ctx)
 {
     sku_scan *s = ctx;
-    char stem[MT_DB_SKU_MAX];
-    sku_file_stem(e->key.sku, stem, sizeof stem);
+    char name[MT_DB_SKU_MAX + 8];
+    mt_db_shipped_name(e->key.sku, name, sizeof name);
     s->entries++;
-    if (strcmp(stem, s->stem) && !s->foreign++)
+    if (strcmp(name, s->file) && !s->foreign++)
         mt_strlcpy(s->first_foreign, e->key.sku, sizeof s->first_foreign);
     return 0;
 }
@@ -444,9 +424,8 @@ static int scan_sku(const mt_db_entry *e, void *ctx)
  * run; `moetune db deterministic` takes them out). */
 static void check_shipped_database(mt_gen *g, const char *dir, const char *file)
 {
-    char path[900], stem[256];
+    char path[900];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    snprintf(stem, sizeof stem, "%.*s", (int)(strlen(file) - 3), file);
     /* Rollback-journal mode (header bytes 18 and 19 are 1; WAL writes 2),
      * so that it opens read-only from a read-only install folder
      * (db/tuned/README.md). */
@@ -459,11 +438,11 @@ static void check_shipped_database(mt_gen *g, const char *dir, const char *file)
         fail_msg("%s is in WAL mode: run sqlite3 on it with \"PRAGMA wal_checkpoint(TRUNCATE); "
                  "PRAGMA journal_mode=DELETE\"", path);
     mt_db *db = mt_fix_open_db(path, MT_DB_READONLY);
-    sku_scan k = {.stem = stem};
+    sku_scan k = {.file = file};
     assert_int_equal(mt_db_foreach_entry(db, NULL, scan_sku, &k), MT_OK);
     if (k.entries == 0 || k.foreign)
-        fail_msg("%s: %d entries, %d of them of a SKU whose file is not %s.db (first: '%s')", path,
-                 k.entries, k.foreign, stem, k.first_foreign);
+        fail_msg("%s: %d entries, %d of them of a SKU whose file is not %s (first: '%s')", path,
+                 k.entries, k.foreign, file, k.first_foreign);
     mt_refresh_stats s;
     lines l = {0};
     char msg[1024];

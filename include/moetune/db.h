@@ -314,6 +314,11 @@ typedef struct mt_db_vllm_config {
     int block_m, block_n, block_k, group_m, num_warps, num_stages;
 } mt_db_vllm_config;
 
+/* The file name of the tuned database shipped for a SKU (db/tuned/,
+ * installed to share/moetune/tuned/): lower case, each run of other
+ * characters one '-', then ".db" ("NVIDIA H100 80GB HBM3" ->
+ * "nvidia-h100-80gb-hbm3.db"), as python/moetune/fused.py looks it up. */
+void mt_db_shipped_name(const char *sku, char *out, size_t size);
 /* vLLM's device_name for a SKU: spaces become '_'. */
 void mt_db_vllm_device_name(const char *sku, char *out, size_t size);
 /* vLLM's file-name selector of a key (see mt_db_vllm_config.selector). */

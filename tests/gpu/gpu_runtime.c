@@ -633,11 +633,12 @@ static void test_bad_expert_map(void **state)
 
 /* The shipped database (db/tuned/) serves this GPU: the tuned entries are
  * found, their provenance matches this machine, and the results match the
- * oracle. On another GPU of the same compute capability (an H100), the
- * same entries serve it as entries of the same compute capability (the
- * runtime's fallback, rt_lookup.c), and their results match the oracle
- * there too. MT_SHIPPED_DB names another file, MT_SHIPPED_SKU the GPU it
- * is keyed by (default the H200: db/tuned/nvidia-h200.db). */
+ * oracle. This GPU's own file where one is shipped (the H100's since
+ * session 41), else the H200's: on another GPU of the same compute
+ * capability its entries serve as entries of the same compute capability
+ * (the runtime's fallback, rt_lookup.c), and their results match the
+ * oracle there too. MT_SHIPPED_DB names another file, MT_SHIPPED_SKU the
+ * GPU it is keyed by. */
 static void test_shipped_database(void **state)
 {
     (void)state;
@@ -649,11 +650,18 @@ static void test_shipped_database(void **state)
         printf("shipped database: skipped (MT_GPU_RUNTIME_SMALL)\n");
         return;
     }
+    const char *sku = getenv("MT_SHIPPED_SKU") ? getenv("MT_SHIPPED_SKU") : "NVIDIA H200";
     if (env)
         snprintf(path, sizeof path, "%s", env);
-    else
-        snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir ? tdir : ".");
-    const char *sku = getenv("MT_SHIPPED_SKU") ? getenv("MT_SHIPPED_SKU") : "NVIDIA H200";
+    else {
+        char own[128];
+        mt_db_shipped_name(gpu.name, own, sizeof own);
+        snprintf(path, sizeof path, "%s/../db/tuned/%s", tdir ? tdir : ".", own);
+        if (access(path, R_OK) == 0 && !getenv("MT_SHIPPED_SKU"))
+            sku = gpu.name;
+        else
+            snprintf(path, sizeof path, "%s/../db/tuned/nvidia-h200.db", tdir ? tdir : ".");
+    }
     const int own_sku = !strcmp(gpu.name, sku);
     const int same_cc = !own_sku && gpu.cc_major == 9 && gpu.cc_minor == 0;
     if ((!own_sku && !same_cc) || access(path, R_OK) != 0) {
