@@ -4,7 +4,7 @@
 # scripts/gpu-prepare.sh, carry [".gpu"].
 # - An H200: session 40's device-final-round.sh (the wide retune of the two
 #   points under 0.97x the peer, with the final round, and its A/B).
-# - Another card: a search of the H100 file's points where the untuned
+# - Another card: gpu_runtime on its own shipped file, then a search of the H100 file's points where the untuned
 #   default won the retime (Qwen3 bf16 M = 32 to 128, Qwen3 fp8 M = 128 to
 #   512), 3 candidates each, its A/B against the shipped H100 file.
 set -uo pipefail
@@ -13,6 +13,13 @@ if [[ "$name" == "NVIDIA H200"* ]]; then
   bash docs/measurements/2026-12-05-s40/device-final-round.sh
   exit
 fi
-MT_RETUNE_ANY_GPU=1 MT_TUNE_POINTS="qwen3-30b-a3b:32,64,128 qwen3-30b-a3b-fp8:128,256,512" \
+# gpu_runtime as it now runs on a card with its own shipped file (fe13bea):
+# that file's entries as this card's own.
+. scripts/gpu-call.sh
+# (MT_TEMPLATE_DIR: the tree's templates, the same as the staged ones, so
+# that db/tuned/ is beside them.)
+MT_TEMPLATE_DIR=$PWD/templates timeout 120 .gpu/bin/gpu_runtime >"$out/runtime-own.log" 2>&1
+echo "== gpu_runtime, this card's own file: exit $?; $(grep -E 'shipped database|checks,' "$out/runtime-own.log" | tail -4 | tr '\n' ' ')"
+MT_CALL_LIMIT=$(left) MT_RETUNE_ANY_GPU=1 MT_TUNE_POINTS="qwen3-30b-a3b:32,64,128 qwen3-30b-a3b-fp8:128,256,512" \
   MT_TUNE_CANDIDATES=3 bash scripts/gpu-retune.sh
 tar -xOf "${OUT:?}/bench-files.tar" --wildcards 'tune-*.log' 2>/dev/null | grep "final round" | cut -c1-200
