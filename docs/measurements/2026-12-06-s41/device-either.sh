@@ -2,15 +2,18 @@
 # Session 41's last call, for whichever card comes (an nvidia-h200 request
 # mostly gets an H100). Staged from main with MT_STAGE_GZIP=1
 # scripts/gpu-prepare.sh, carry [".gpu"].
-# - An H200: session 40's device-final-round.sh (the wide retune of the two
-#   points under 0.97x the peer, with the final round, and its A/B).
+# - An H200: the retune of Qwen3 bf16 M = 8 (under 0.97x the peer) with
+#   the final round, 12 candidates, and its A/B (session 40's
+#   device-final-round.sh, cut to one point for the time left).
 # - Another card: gpu_runtime on its own shipped file, then a search of the H100 file's points where the untuned
 #   default won the retime (Qwen3 bf16 M = 32 to 128, Qwen3 fp8 M = 128 to
 #   512), 3 candidates each, its A/B against the shipped H100 file.
 set -uo pipefail
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 if [[ "$name" == "NVIDIA H200"* ]]; then
-  bash docs/measurements/2026-12-05-s40/device-final-round.sh
+  # Session 40's device-final-round.sh cut to what ~300 s hold: Qwen3 M = 8.
+  MT_TUNE_POINTS="qwen3-30b-a3b:8" MT_TUNE_CANDIDATES=12 MT_RETUNE_RESERVE=110 bash scripts/gpu-retune.sh
+  tar -xOf "${OUT:?}/bench-files.tar" --wildcards 'tune-*.log' 2>/dev/null | grep "final round" | cut -c1-200
   exit
 fi
 # gpu_runtime as it now runs on a card with its own shipped file (fe13bea):
