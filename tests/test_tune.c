@@ -618,7 +618,7 @@ typedef struct again_scan {
 static int scan_again(const mt_db_candidate *c, void *ctx)
 {
     again_scan *s = ctx;
-    const int median = c->ok && c->reason && !strcmp(c->reason, "final round: median of 3");
+    const int median = c->ok && c->reason && !strcmp(c->reason, MT_TUNE_FINAL_NOTE);
     if (same_pair(c->pipeline, s->pair)) {
         s->pair_medians += median;
         if (!c->ok) {

@@ -125,9 +125,6 @@ static mt_status measure_one(worker *w, const mt_db_key *key, int64_t M, const c
     return MT_OK;
 }
 
-/* The note of a candidate whose time is the final round's median. */
-#define FINAL_NOTE "final round: median of 3"
-
 /* Fastest correct measured candidate of (key, M) with the given prefix. */
 typedef struct best_scan {
     const struct worker *w;
@@ -136,7 +133,7 @@ typedef struct best_scan {
     const char *prefix;
     int exact;              /* the text equal to prefix, not only starting with it */
     int64_t skip_block_m;   /* > 0: pass over pairs whose GEMM1 has this BLOCK_M */
-    int final_only;         /* only the final round's medians (FINAL_NOTE) */
+    int final_only;         /* only the final round's medians (MT_TUNE_FINAL_NOTE) */
     double us, rel_err;
     char text[1024];
     int count, rejected;
@@ -168,7 +165,7 @@ static int scan_best(const mt_db_candidate *c, void *ctx)
         b->rejected++;
         return 0;
     }
-    if (b->final_only && (!c->reason || strcmp(c->reason, FINAL_NOTE)))
+    if (b->final_only && (!c->reason || strcmp(c->reason, MT_TUNE_FINAL_NOTE)))
         return 0;
     if (c->time_us < b->us) {
         b->us = c->time_us;
@@ -600,7 +597,7 @@ static mt_status settle_launch(worker *w, const mt_db_key *key, int64_t M, char 
  * best (those whose kernels are here), and the untuned default, are timed
  * again in turn, FINAL_ROUNDS times each, in alternating order so that a
  * drift of the card's speed falls on each alike. Each keeps the median of
- * its new times, marked FINAL_NOTE; one that fails its check now is
+ * its new times, marked MT_TUNE_FINAL_NOTE; one that fails its check now is
  * rejected. store_winner then picks among the marked pipelines alone, so
  * that none left out of the round wins on its one time (final_round passes
  * again where one left out reads faster than the best median). */
@@ -632,7 +629,7 @@ static int scan_final(const mt_db_candidate *c, void *ctx)
     const int dflt = !strncmp(c->pipeline, "default;", 8);
     if (c->M != s->M || !c->ok || !same_key(&c->key, s->key) || (!dflt && strncmp(c->pipeline, "gemm1=", 6)))
         return 0;
-    if (c->reason && !strcmp(c->reason, FINAL_NOTE)) {   /* timed again by a pass */
+    if (c->reason && !strcmp(c->reason, MT_TUNE_FINAL_NOTE)) {   /* timed again by a pass */
         if (!dflt && c->time_us < s->done_us)
             s->done_us = c->time_us;
         return 0;
@@ -668,7 +665,7 @@ static mt_status record_final(worker *w, const mt_db_key *key, int64_t M, struct
                          .time_us = MT_DB_NO_TIME, .rel_err = f->rel_err, .reason = reason};
     if (!reason) {
         c.time_us = mt_sort_median(f->t, FINAL_ROUNDS);
-        c.reason = FINAL_NOTE;
+        c.reason = MT_TUNE_FINAL_NOTE;
     }
     mt_status st = mt_db_record_candidate(w->db, &c);
     if (st)

@@ -39,4 +39,8 @@ int mt_tune_is_mark(const char *text);
 #define MT_TUNE_LATE_SUFFIX ";launch=late"
 int mt_tune_text_is_late(const char *text);
 
+/* The reason recorded with a candidate whose time is the final round's
+ * median of its new times (worker.c, final_round). */
+#define MT_TUNE_FINAL_NOTE "final round: median of 3"
+
 #endif
