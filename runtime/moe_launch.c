@@ -129,6 +129,20 @@ static int slot_routed(const mt_kernel *k)
     return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
 }
 
+/* Does GEMM kernel k quantize its A rows itself (grouped_gemv AQUANT=cta:
+ * each CTA its slot's token row of the 16-bit hidden states, into shared
+ * memory), so that the pipeline has no quant step? */
+static int quantizes_a(const mt_kernel *k)
+{
+    const char *aq = mt_variant_get(&k->v, "AQUANT");
+    return aq && !strcmp(aq, "cta");
+}
+
+static int gemm1_quantizes_a(const mt_moe_plan *plan)
+{
+    return plan->step[MT_STEP_GEMM1].fn && quantizes_a(&plan->step[MT_STEP_GEMM1]);
+}
+
 /* Does GEMM kernel k read its A rows by TMA, a box of consecutive rows per
  * tile (grouped_gemm_sm90 ALOAD=tma), so that they must be laid out per
  * expert? */
@@ -204,7 +218,7 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
         return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
     case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD && !gemm2_writes_out(plan);
     case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
-    case MT_STEP_QUANT: return w8a8;
+    case MT_STEP_QUANT: return w8a8 && !gemm1_quantizes_a(plan);
     default: return 1;
     }
 }
@@ -318,6 +332,8 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         const mt_step qs[2] = {MT_STEP_QUANT, MT_STEP_ACT};
         for (int i = 0; i < 2; i++) {
             const mt_kernel *k = &plan->step[qs[i]];
+            if (!mt_moe_plan_uses(plan, p, qs[i]))
+                continue;   /* gemm1 quantizes its A rows itself */
             const char *act = i == 0 || fused ? "none" : mt_activation_name(p->activation);
             if (strcmp(k->v.family, "act_quant"))
                 return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
@@ -336,6 +352,19 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
                                   msg, msg_size))) {
         return st;
     }
+    if (quantizes_a(g2))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s quantizes its A rows itself, which only GEMM1 does (GEMM2's "
+                       "come from the act step): take its AQUANT=step twin", g2->v.name);
+    if (quantizes_a(g1) && p->K > MT_GEMV_AQ_MAX_K)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s quantizes its A rows in shared memory, at most K=%d; the "
+                       "problem has K=%lld", g1->v.name, MT_GEMV_AQ_MAX_K, (long long)p->K);
+    if (quantizes_a(g1) && p->apply_router_weight_on_input)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s quantizes its token rows as they are, and this problem "
+                       "weighs each slot's row by its router weight first (the quant step does "
+                       "that): take its AQUANT=step twin", g1->v.name);
     if (mt_variant_int(&g1->v, "BLOCK_M", 0) != mt_variant_int(&g2->v, "BLOCK_M", -1))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 %s and gemm2 %s must share BLOCK_M", g1->v.name, g2->v.name);
@@ -937,7 +966,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
         .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
         .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
-    if (w8a8 && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
+    if (mt_moe_plan_uses(plan, p, MT_STEP_QUANT) && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
         mt_quant_args q1 = qa;
         q1.in = t->hidden;
         q1.q = (uint8_t *)(base + L.q1);
@@ -958,8 +987,11 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         if ((st = launch_quant(&seq, MT_STEP_QUANT, &plan->step[MT_STEP_QUANT], &q1, msg, msg_size)))
             return st;
     }
+    /* GEMM1's A: the quant step's output, or the hidden states (16-bit
+     * operands, or a GEMM1 that quantizes them itself). */
+    const int q1_in = w8a8 && !gemm1_quantizes_a(plan);
     mt_gemm_args g1 = {
-        .A = w8a8 ? (const void *)(base + L.q1) : t->hidden, .B = t->w1, .C = c1,
+        .A = q1_in ? (const void *)(base + L.q1) : t->hidden, .B = t->w1, .C = c1,
         .lda = p->K, .ldb = p->K,
         .ldc = fused ? p->N : 2 * p->N, .b_expert_stride = 2 * p->N * p->K,
         .sorted_ids = (int32_t *)(base + L.sorted_ids),
@@ -969,7 +1001,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .num_slots = (int32_t)slots, .a_row_div = on_input && w8a8 ? 1 : (int32_t)p->topk,
         .max_tokens = (int32_t)p->max_tokens, .num_m_blocks = (int32_t)L.num_m_blocks,
         .N = (int32_t)(2 * p->N), .K = (int32_t)p->K, .n_half = (int32_t)p->N,
-        .a_scale = w8a8 ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
+        .a_scale = q1_in ? (const float *)(base + L.s1) : NULL, .b_scale = t->w1_scale,
         .b_zero = qc->has_zero_point ? t->w1_zero : NULL,
         .a_scale_ld = (int32_t)act_scales_per_row(p, p->K), .group = qc->group_size,
         .partial = (float *)(base + L.partial), .tile_count = (int32_t *)(base + L.count1),

@@ -115,18 +115,36 @@ struct chunk_values8 {
  * row's chunks share (once a stretch), load(row, c, unit) loads chunk c of
  * that row into a Unit, values(unit, v) gives its 8 values, store(r, c, v,
  * s) quantizes them with the group's scale s; lanes past the row's end
- * take part in the shuffles with zeros. */
-template <class Q, int THREADS, int UNITS, class Unit, class RowOf, class Load, class Values, class Store>
-__device__ __forceinline__ void block_rows(const mt_quant_args &a, RowOf &&row_of, Load &&load, Values &&values,
-                                           Store &&store)
+ * take part in the shuffles with zeros. The walk is shared by the warps
+ * of `w`: every warp of the grid (grid_warps, the quant step), or the warps
+ * of one CTA (cta_warps: a decode GEMM that quantizes its own A row,
+ * grouped_gemv.cuh); first() is this warp's place among them, count() how
+ * many they are. */
+template <int THREADS> struct grid_warps {
+    __device__ __forceinline__ int64_t first() const
+    {
+        return (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32;
+    }
+    __device__ __forceinline__ int64_t count() const { return (int64_t)gridDim.x * (THREADS / 32); }
+};
+struct cta_warps {
+    int warps;
+    __device__ __forceinline__ int64_t first() const { return threadIdx.x / 32; }
+    __device__ __forceinline__ int64_t count() const { return warps; }
+};
+
+template <class Q, int THREADS, int UNITS, class Unit, class Warps, class RowOf, class Load, class Values,
+          class Store>
+__device__ __forceinline__ void block_rows(const mt_quant_args &a, Warps w, RowOf &&row_of, Load &&load,
+                                           Values &&values, Store &&store)
 {
     const int lane = threadIdx.x & 31, chunks = a.n / 8, ng = (a.n + 127) / 128;
     const int passes = (chunks + 31) / 32;
-    const int64_t warps = (int64_t)gridDim.x * (THREADS / 32);
+    const int64_t warps = w.count();
     const int per = units_per_pass<UNITS>((int64_t)a.rows * passes, warps);
     const int stretches = (passes + per - 1) / per;
     const int64_t total = (int64_t)a.rows * stretches;
-    for (int64_t i = (int64_t)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; i < total; i += warps) {
+    for (int64_t i = w.first(); i < total; i += warps) {
         const int r = (int)(i / stretches), p0 = (int)(i - (int64_t)r * stretches) * 32 * per;
         if (!quant_row_live(a, r))   /* the same for the whole warp */
             continue;
@@ -198,7 +216,8 @@ template <class T, class Q, int GRAN, int ACT, int THREADS> __device__ void act_
     }
     if constexpr (GRAN == 3) {
         block_rows<Q, THREADS, 1, chunk_values8>(
-            a, [](int r) { return r; }, [&](int r, int c, chunk_values8 &k) { quant_values<T, ACT>(a, r, c, k.v); },
+            a, grid_warps<THREADS>{}, [](int r) { return r; },
+            [&](int r, int c, chunk_values8 &k) { quant_values<T, ACT>(a, r, c, k.v); },
             [](const chunk_values8 &k, float(&v)[8]) {
 #pragma unroll
                 for (int q = 0; q < 8; q++)

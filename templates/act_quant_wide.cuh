@@ -380,12 +380,12 @@ __device__ void act_quant_token_wide(const mt_quant_args &a)
 }
 
 /* GRAN 3: a warp per stretch of UNITS passes of a row, as in act_quant.cuh
- * (block_rows). */
-template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS>
-__device__ void act_quant_block_wide(const mt_quant_args &a)
+ * (block_rows), over the warps w: the grid's, or one CTA's. */
+template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS, class Warps>
+__device__ void act_quant_block_wide(const mt_quant_args &a, Warps w)
 {
     block_rows<Q, THREADS, UNITS, chunk_raw>(
-        a, [&](int r) { return quant_row_of<T, ACT>(a, r); },
+        a, w, [&](int r) { return quant_row_of<T, ACT>(a, r); },
         [&](const quant_row<T> &row, int c, chunk_raw &k) { load_chunk<T, ACT>(a, row, c, k); },
         [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT, STEPS>(a, k, v); },
         [&](int r, int c, const float(&v)[8], float s) { chunk_scale<Q, STEPS>(s).store(a, r, c, v, true); });
@@ -400,7 +400,7 @@ __device__ void act_quant_wide(const mt_quant_args &a)
     else if constexpr (GRAN == 2)
         act_quant_token_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a);
     else
-        act_quant_block_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a);
+        act_quant_block_wide<T, Q, ACT, THREADS, UNITS, STEPS>(a, grid_warps<THREADS>{});
 }
 
 } // namespace mt

@@ -21,6 +21,9 @@
  * token instead: the token's topk slots (at most MT_GEMV_SUM_MAX_TOPK),
  * summed into row `token` of gemm.C. */
 #define MT_GEMV_SUM_MAX_TOPK 32
+/* A CTA that quantizes its A row itself (grouped_gemv AQUANT "cta") holds
+ * it in shared memory: K at most this. */
+#define MT_GEMV_AQ_MAX_K 16384
 
 typedef struct mt_gemv_slot_args {
     mt_gemm_args gemm;

@@ -42,8 +42,14 @@
  * the token's slots itself (grouped_gemv_token_sums), so the pipeline has
  * no reduce launch either.
  *
- * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, AHEAD, and for
- * gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
+ * AQ_CTA (BM = 1, block modes, GEMM1): A holds the 16-bit hidden rows, and
+ * each CTA quantizes its slot's token row into shared memory after its
+ * launch wait (quantize_a_row, grouped_gemv_own_quant.cuh: the act_quant
+ * step's own code, so the same bytes and scales), so that the pipeline has
+ * no quant step.
+ *
+ * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, AHEAD,
+ * optionally AQ_CTA, and for gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -92,6 +98,41 @@ __device__ __forceinline__ vec8 ld_act_chunk(const unsigned char *p)
         : "l"(p));
     return v;
 }
+
+/* Does Cfg quantize its A row itself (AQUANT "cta": Cfg::AQ_CTA declared)?
+ * quantizes_a<Cfg>(). Functions, not a trait's static member: a member
+ * that a kernel reads is a symbol of its image, and the other kernels'
+ * images stay byte for byte what they were (moetune db refresh). */
+template <class C> __device__ constexpr auto quantizes_a_of(int) -> decltype(bool(C::AQ_CTA))
+{
+    return C::AQ_CTA;
+}
+template <class C> __device__ constexpr bool quantizes_a_of(long) { return false; }
+template <class C> __device__ constexpr bool quantizes_a() { return quantizes_a_of<C>(0); }
+
+/* Where a CTA that quantizes its A row keeps it (shared memory): the 8-bit
+ * values and a scale per 128 of them. Both NULL for the other kernels. */
+struct cta_a_row {
+    const unsigned char *q;
+    const float *scale;
+};
+
+/* An A chunk of the CTA's own quantized row. */
+__device__ __forceinline__ vec8 ld_cta_chunk(const unsigned char *p)
+{
+    vec8 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+        : "r"(smem_addr(p)));
+    return v;
+}
+
+/* Quantize row arow of A (the 16-bit hidden states, lda apart) into q and
+ * scale, then a CTA barrier: grouped_gemv_own_quant.cuh, which only the
+ * AQ_CTA kernels include (the act_quant code it brings puts a global of
+ * CUDA's atomics header into every image that includes it). */
+template <class Cfg>
+__device__ void quantize_a_row(const mt_gemm_args &a, int64_t arow, unsigned char *q, float *scale);
 
 /* A chunk as floats: 8 sixteen-bit values or 16 e4m3 values (in the same
  * order for A and B chunks, which is all a dot product needs). */
@@ -238,11 +279,12 @@ struct gemv_rows {
  * rows: the pair's two weight rows n[0], n[1] (ok[j]: inside the product),
  * then the epilogue by the pair's first lane; enter() after the first
  * round's weight loads (stream_rounds). */
-template <class Cfg, int V>
+template <class Cfg, int V, class Enter>
 __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows &t, gemv_rows rows, int r0,
                                           int nv, const int (&n)[2], const bool (&ok)[2], int kl,
-                                          gemv_enter enter)
+                                          Enter enter, cta_a_row aq = {nullptr, nullptr})
 {
+    static_assert(!quantizes_a<Cfg>() || V == 1, "a CTA quantizes the one row of its slot");
     using S = gemv_shape<Cfg>;
     using Q = typename S::Q;
     using T = typename Cfg::T;
@@ -261,7 +303,10 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
 #pragma unroll
     for (int r = 0; r < V; r++) {
         const int64_t ar = rows.arow[r0 + min(r, nv - 1)];
-        arow[r] = A + ar * a.lda * (Q::A_BITS / 8);
+        if constexpr (quantizes_a<Cfg>())
+            arow[r] = aq.q;
+        else
+            arow[r] = A + ar * a.lda * (Q::A_BITS / 8);
         sa_off[r] = ar * a.a_scale_ld;
     }
     int64_t sw_off[2] = {0, 0};
@@ -289,6 +334,21 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
                     w[u][j] = ld_weight_chunk(wrow[j] + c * 16);
         }
     };
+    /* A chunk c of row r of the pass, and its block scale. */
+    auto a_chunk = [&](const unsigned char *p) {
+        if constexpr (quantizes_a<Cfg>())
+            return ld_cta_chunk(p);
+        else
+            return ld_act_chunk(p);
+    };
+    auto a_scale_of = [&](int r, int c) {
+        if constexpr (!S::BLOCK)
+            return 1.f;
+        else if constexpr (quantizes_a<Cfg>())
+            return aq.scale[c * EPC / 128];
+        else
+            return a.a_scale[sa_off[r] + c * EPC / 128];
+    };
     auto multiply_round = [&](const vec8 (&wc)[Cfg::UNROLL][2], int c0) {
 #pragma unroll
         for (int u = 0; u < Cfg::UNROLL; u++) {
@@ -305,8 +365,8 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
             if constexpr (S::INT_DOT) {
 #pragma unroll
                 for (int r = 0; r < V; r++) {
-                    const vec8 ac = ld_act_chunk(arow[r] + c * 16);
-                    const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
+                    const vec8 ac = a_chunk(arow[r] + c * 16);
+                    const float sa = a_scale_of(r, c);
 #pragma unroll
                     for (int j = 0; j < 2; j++) {
                         const int d = chunk_dot(wc[u][j], ac);
@@ -324,8 +384,8 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
 #pragma unroll
                 for (int r = 0; r < V; r++) {
                     chunk_floats<Cfg, EPC> af;
-                    af.set(ld_act_chunk(arow[r] + c * 16));
-                    const float sa = S::BLOCK ? a.a_scale[sa_off[r] + c * EPC / 128] : 1.f;
+                    af.set(a_chunk(arow[r] + c * 16));
+                    const float sa = a_scale_of(r, c);
 #pragma unroll
                     for (int j = 0; j < 2; j++) {
                         const float d = chunk_dot<EPC>(wf[j].f, af.f);
@@ -466,7 +526,19 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     const bool(&ok)[2] = lp.ok;
     const int kl = lp.kl;
     const gemv_rows rows = {s_arow, s_crow, s_w};
-    if constexpr (Cfg::BM == 1) {   /* the slot's one row: one pass, the only one compiled */
+    if constexpr (quantizes_a<Cfg>()) {
+        /* The slot's token row quantized once the launch wait is over (its
+         * weight loads already out), before the first products. */
+        static_assert(Cfg::BM == 1 && gemv_shape<Cfg>::BLOCK, "AQ_CTA: a row per slot, block scales");
+        __shared__ __align__(16) unsigned char s_aq[MT_GEMV_AQ_MAX_K];
+        __shared__ float s_as[MT_GEMV_AQ_MAX_K / 128];
+        const int64_t arow = s_arow[0];
+        auto enter_and_quantize = [&]() {
+            enter();
+            quantize_a_row<Cfg>(a, arow, s_aq, s_as);
+        };
+        gemv_pass<Cfg, 1>(a, t, rows, 0, 1, n, ok, kl, enter_and_quantize, cta_a_row{s_aq, s_as});
+    } else if constexpr (Cfg::BM == 1) {   /* the slot's one row: one pass, the only one compiled */
         gemv_pass<Cfg, 1>(a, t, rows, 0, 1, n, ok, kl, enter);
     } else {
         const int live = s_live;

@@ -9,7 +9,11 @@
 -- the kernel argument is mt_gemv_slot_args, gemv_args.h). BLOCK_N is the
 -- weight rows of a CTA. The epilogue "sum" (BLOCK_M 1, GEMM2 only) takes a
 -- row block per token and adds its topk slots' products itself, so the
--- pipeline has no reduce step either. Device code: grouped_gemv.cuh.
+-- pipeline has no reduce step either. AQUANT "cta" (BLOCK_M 1, the block-
+-- scaled 8-bit modes, GEMM1 only): each CTA quantizes its slot's token row
+-- of the 16-bit hidden states itself, into shared memory, by the act_quant
+-- step's own code (the same bytes and scales), so that the pipeline has no
+-- quant step. Device code: grouped_gemv.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 -- "sum" stores like "store" (the tile_shape of gemm_tile.cuh): its own
@@ -34,7 +38,10 @@ end
 -- test matrices run both lane layouts: 32 lanes per pair (one pair a warp),
 -- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2), and
 -- the routing by slot (standard format only: the batched one prunes it)
--- with and without the lookahead.
+-- with and without the lookahead; in the block modes a fifth, last (so that
+-- a lookup of a default by its shape meets the quant step's tile first),
+-- that quantizes its own A row (AQUANT "cta").
+local function block_scaled(q) return q == "fp8-block" or q == "int8-block" end
 local defaults = {}
 for _, q in ipairs(QUANTS) do
   for _, t in ipairs({
@@ -42,9 +49,15 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2, AHEAD = 0 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 0 } }) do
-    local d = { quant = q }
+    local d = { quant = q, AQUANT = "step" }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
+  end
+end
+for _, q in ipairs(QUANTS) do
+  if block_scaled(q) then
+    defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
+                                AQUANT = "cta" }
   end
 end
 
@@ -67,6 +80,10 @@ return {
     -- before it multiplies this one: two rounds in flight, for long K, at
     -- twice the chunk registers (version 4).
     { name = "AHEAD",    abbrev = "a", values = { 0, 1 } },
+    -- Who quantizes GEMM1's A rows in the block modes: the quant step
+    -- ("step"), or each CTA its own row ("cta"; the kernels before it are
+    -- "step" and keep their names).
+    { name = "AQUANT",   abbrev = "aq", values = { "step", "cta" }, omit_in_name = "step" },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -83,6 +100,17 @@ return {
     if p.epilogue == "sum" and p.BLOCK_M ~= 1 then
       return false, "the topk sum takes a row block per token: BLOCK_M 1"
     end
+    if p.AQUANT == "cta" then
+      if not block_scaled(p.quant) then
+        return false, "a CTA quantizes its own A row in the block-scaled modes only"
+      end
+      if p.BLOCK_M ~= 1 then
+        return false, "a CTA quantizes its own A row with a row block per slot: BLOCK_M 1"
+      end
+      if p.epilogue == "sum" then
+        return false, "the topk sum is GEMM2's, whose A rows the act step quantizes"
+      end
+    end
     local s = shape(p)
     if s.pairs % p.WARPS ~= 0 or not (s.rg == 1 or s.rg == 2 or s.rg == 4) then
       return false, "BLOCK_N / 2 pairs do not give each warp 1, 2 or 4"
@@ -96,12 +124,12 @@ return {
     local s = shape(p)
     return mt.subst([[
 #include "grouped_gemv.cuh"
-MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
+${OWN_QUANT}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
 struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
-    static constexpr bool AHEAD = ${AHEAD};
+    static constexpr bool AHEAD = ${AHEAD}${AQ};
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
@@ -110,7 +138,11 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
-      AHEAD = p.AHEAD == 1 and "true" or "false", THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
+      AHEAD = p.AHEAD == 1 and "true" or "false",
+      -- Only where set, so that the other kernels' sources stay as they were.
+      AQ = p.AQUANT == "cta" and ", AQ_CTA = true" or "",
+      OWN_QUANT = p.AQUANT == "cta" and '#include "grouped_gemv_own_quant.cuh"\n' or "",
+      THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
       ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"
               or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
   end,

@@ -621,6 +621,63 @@ static void test_decode_gemms_under_small_steps(void **state)
     unsetenv("MOETUNE_PDL");
 }
 
+/* A slot-routed GEMM1 that quantizes its own A rows (grouped_gemv
+ * AQUANT=cta): no quant launch, the hidden states as its A with no scales;
+ * refused as GEMM2, for a K over its shared-memory row, and under router
+ * weights on the input (each slot's row weighed first), each by name. */
+static void test_gemv_quantizes_own_rows(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta",
+                          *const act = "mtk_act_quant_bf16_fp8_block_none_t256_u4_asteps",
+                          *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1";
+    mt_problem p;
+    mt_problem_init(&p, 2, 8, 2, 512, 256);
+    p.quant.mode = MT_QUANT_FP8_BLOCK;
+    mt_moe_plan plan;
+    default_plan(&p, &plan);
+    set_gemm(&plan, MT_STEP_GEMM1, g1);
+    set_gemm(&plan, MT_STEP_ACT, act);
+    set_gemm(&plan, MT_STEP_GEMM2, g2);
+    char msg[512] = "";
+    fake_driver(0);
+    mt_moe_tensors t = fake_tensors();
+    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_QUANT));
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 3);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_ACT);
+    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
+    assert_ptr_equal(fake.route[0].gemm.A, t.hidden);
+    assert_null(fake.route[0].gemm.a_scale);
+    assert_int_equal(fake.route[0].gemm.lda, 512);
+    assert_int_equal(fake.route[0].gemm.a_row_div, 2);   /* slot -> token row */
+    assert_non_null(fake.route[1].gemm.a_scale);         /* GEMM2: the act step's scales */
+    /* Its AQUANT=step twin keeps the quant step. */
+    mt_moe_plan step = plan;
+    set_gemm(&step, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1");
+    assert_true(mt_moe_plan_uses(&step, &p, MT_STEP_QUANT));
+    assert_int_equal(run(&step, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 4);
+    assert_int_equal(fake.launched[0], MT_STEP_QUANT);
+    /* Refused, before any launch. */
+    mt_moe_plan bad = plan;
+    set_gemm(&bad, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqcta");
+    assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "only GEMM1 does"));
+    assert_int_equal(fake.launches, 0);
+    mt_problem wide = p;
+    wide.K = MT_GEMV_AQ_MAX_K + 128;
+    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "at most K=16384"));
+    mt_problem weighed = p;
+    weighed.apply_router_weight_on_input = 1;
+    weighed.topk = 1;
+    assert_int_equal(run(&plan, &weighed, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "router weight first"));
+    assert_int_equal(fake.launches, 0);
+}
+
 /* A tiled GEMM1 under the same small quantization (M 1, fp8 block-wise,
  * after the alignment): a "ws" tile with TMA weight loads requests its
  * first weight tiles before its wait, so it is dependent; a "sync" tile
@@ -1059,6 +1116,7 @@ int main(void)
         cmocka_unit_test(test_dependent_launches),
         cmocka_unit_test(test_chunked_persist_waits),
         cmocka_unit_test(test_decode_gemms_under_small_steps),
+        cmocka_unit_test(test_gemv_quantizes_own_rows),
         cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),

@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "moetune/gen.h"
+#include "templates/gemv_args.h"
 #include "tuner/select.h"
 
 #define SM_COUNT 132
@@ -62,6 +63,23 @@ static mt_problem dsv3_tp8(int64_t M)
     mt_problem p;
     mt_problem_init(&p, M, 256, 8, 7168, 256);
     return p;
+}
+
+/* The valid bf16 standard-format grouped_gemv points of quant mode `quant`
+ * for sm_90a (*n of them, at least one). */
+static mt_variant *gemv_points(const char *quant, size_t *n)
+{
+    mt_gen_config cfg = {.no_cache = 1};
+    mt_gen *g = NULL;
+    mt_gen_filter f = {.family = "grouped_gemv", .arch = "sm_90a", .nparams = 3,
+                       .params = {{"dtype", "bf16"}, {"quant", quant}, {"format", "standard"}}};
+    mt_variant *gv = NULL;
+    *n = 0;
+    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &gv, n, NULL))
+        fail_msg("grouped_gemv: %s", mt_gen_errmsg(g));
+    mt_gen_close(g);
+    assert_true(*n > 0);
+    return gv;
 }
 
 /* The default 16-row tiles differ only in SPLIT_K. As timed on the H200
@@ -230,16 +248,8 @@ static void test_default_is_unsplit(void **state)
 static void test_select_gemv_for_decode(void **state)
 {
     (void)state;
-    mt_gen_config cfg = {.no_cache = 1};
-    mt_gen *g = NULL;
-    mt_gen_filter f = {.family = "grouped_gemv", .arch = "sm_90a", .nparams = 3,
-                       .params = {{"dtype", "bf16"}, {"quant", "none"}, {"format", "standard"}}};
-    mt_variant *gv = NULL;
     size_t ngv = 0;
-    if (mt_gen_open(&cfg, &g) || mt_gen_enumerate(g, &f, &gv, &ngv, NULL))
-        fail_msg("grouped_gemv: %s", mt_gen_errmsg(g));
-    mt_gen_close(g);
-    assert_true(ngv > 0);
+    mt_variant *gv = gemv_points("none", &ngv);
     mt_variant *both = malloc((nall + ngv) * sizeof *both);
     assert_non_null(both);
     memcpy(both, all, nall * sizeof *both);
@@ -428,6 +438,43 @@ static void test_select_row_tma_roles(void **state)
     }
     free(pick);
     free(sv);
+}
+
+/* grouped_gemv tiles that quantize their own A rows (AQUANT=cta, fp8
+ * block-wise): GEMM1's alone, not over MT_GEMV_AQ_MAX_K or under router
+ * weights on the input; every one's GEMM2 sibling is its store twin that
+ * takes its rows from the act step, which the other tiles' are not. */
+static void test_gemv_own_quant_roles(void **state)
+{
+    (void)state;
+    size_t ngv = 0;
+    mt_variant *gv = gemv_points("fp8-block", &ngv);
+    mt_problem p = dsv3_tp8(1), wide = p, weighed = p;
+    p.quant.mode = wide.quant.mode = weighed.quant.mode = MT_QUANT_FP8_BLOCK;
+    wide.K = MT_GEMV_AQ_MAX_K + 128;
+    weighed.apply_router_weight_on_input = 1;
+    size_t cta = 0;
+    for (size_t i = 0; i < ngv; i++) {
+        const int own = !strcmp(mt_variant_get(&gv[i], "AQUANT"), "cta");
+        const int sum = !strcmp(mt_variant_get(&gv[i], "epilogue"), "sum");
+        cta += own;
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 0), !sum);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 1), !own);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &wide, 0), !sum && !own);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &weighed, 0), !sum && !own);
+        if (sum)
+            continue;
+        const size_t sib = mt_find_store_sibling(gv, ngv, &gv[i]);
+        assert_true(sib != (size_t)-1);
+        assert_string_equal(mt_variant_get(&gv[sib], "epilogue"), "store");
+        assert_string_equal(mt_variant_get(&gv[sib], "AQUANT"), "step");
+        assert_true(mt_gemm_role_fits(&gv[sib], &p, 1));
+        assert_true(mt_variant_differs_only_in(&gv[sib], &gv[i], "epilogue", "AQUANT"));
+        if (!own)
+            assert_true(mt_variant_same_but(&gv[sib], &gv[i], "epilogue", "store"));
+    }
+    assert_true(cta > 0);
+    free(gv);
 }
 
 /* Swapped warpgroup-MMA tiles (grouped_gemm_sm90, SWAP yes: the weight
@@ -712,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_neighbours_split_in_ws),
         cmocka_unit_test(test_neighbours_width_swapped_only),
         cmocka_unit_test(test_select_row_tma_roles),
+        cmocka_unit_test(test_gemv_own_quant_roles),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

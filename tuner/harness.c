@@ -72,17 +72,26 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
             g1 = &set->k[i];
     if (!g1)
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
-    g2 = mt_kernel_set_find_sibling(set, &g1->v, "epilogue", "store");
-    /* A tile reading its A rows by TMA (ALOAD=tma) needs them laid out per
-     * expert: in the standard format it serves as GEMM2, behind its twin
-     * that gathers the token rows (ALOAD=cp). */
+    for (size_t i = 0; i < set->n && !g2; i++)
+        if (mt_is_gemm2_sibling(&set->k[i].v, &g1->v))
+            g2 = &set->k[i];
+    /* A tile that cannot be this problem's GEMM1 (mt_gemm_role_fits) goes by
+     * its twin that can: one that reads its A rows by TMA (ALOAD=tma), which
+     * needs them laid out per expert, by its ALOAD=cp twin (in the standard
+     * format it serves as GEMM2); one that quantizes its own A rows where
+     * the problem does not allow that, by its AQUANT=step twin. */
     if (!mt_gemm_role_fits(&g1->v, p, 0)) {
-        const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, "ALOAD", "cp");
+        const char *aq = mt_variant_get(&g1->v, "AQUANT");
+        const int cta = aq && !strcmp(aq, "cta");
+        const char *param = cta ? "AQUANT" : "ALOAD", *value = cta ? "step" : "cp";
+        const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, param, value);
         if (!twin)
             return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND,
-                           "%s reads its A rows by TMA and its ALOAD=cp twin, which would be "
-                           "GEMM1 in the standard format, is not loaded",
-                           gemm1_name);
+                           "%s cannot be GEMM1 of this problem (%s), and its %s=%s twin, which "
+                           "could, is not loaded",
+                           gemm1_name,
+                           cta ? "it quantizes its own A rows" : "it reads its A rows by TMA",
+                           param, value);
         g1 = twin;
     }
     const char *dt = mt_dtype_name(p->dtype), *act = mt_activation_name(p->activation);

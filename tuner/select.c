@@ -254,10 +254,17 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
     return count;
 }
 
+int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v)
+{
+    const char *epi = mt_variant_get(u, "epilogue"), *aq = mt_variant_get(u, "AQUANT");
+    return epi && !strcmp(epi, "store") && (!aq || !strcmp(aq, "step")) && !strcmp(u->arch, v->arch) &&
+           mt_variant_differs_only_in(u, v, "epilogue", "AQUANT");
+}
+
 size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v)
 {
     for (size_t i = 0; i < n; i++)
-        if (mt_variant_same_but(&all[i], v, "epilogue", "store"))
+        if (mt_is_gemm2_sibling(&all[i], v))
             return i;
     return (size_t)-1;
 }
@@ -304,6 +311,9 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
+    const char *aq = mt_variant_get(v, "AQUANT");
+    if (aq && !strcmp(aq, "cta"))
+        return !second && p->K <= MT_GEMV_AQ_MAX_K && !p->apply_router_weight_on_input;
     if (epi && !strcmp(epi, "sum"))   /* the topk sum: GEMM2 of the standard format */
         return second && p->format == MT_FORMAT_STANDARD &&
                (strcmp(v->family, "grouped_gemv") || p->topk <= MT_GEMV_SUM_MAX_TOPK);

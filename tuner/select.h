@@ -19,7 +19,9 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * rows by TMA (ALOAD=tma) needs them laid out per expert, which the
  * standard format's GEMM1 input is not (runtime/moe_launch.c refuses such a
  * plan); the topk sum in the epilogue ("sum") is GEMM2's of the standard
- * format (grouped_gemv's for a topk of at most MT_GEMV_SUM_MAX_TOPK). */
+ * format (grouped_gemv's for a topk of at most MT_GEMV_SUM_MAX_TOPK); a
+ * tile that quantizes its own A rows (grouped_gemv AQUANT=cta) is GEMM1's,
+ * for K up to MT_GEMV_AQ_MAX_K and without router weights on the input. */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Does kernel variant v add its rows into the output by atomics (a tiled
@@ -59,7 +61,13 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
 size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *base, const char *param,
                             size_t *out);
 
-/* Index of the store sibling of v in all, or (size_t)-1. */
+/* Is u the GEMM2 that goes with GEMM1 tile v: v's store sibling (the same
+ * tile with the epilogue "store"), or, for a tile that quantizes its own A
+ * rows (AQUANT=cta), that sibling's twin that takes them from the act step
+ * (AQUANT=step)? */
+int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v);
+
+/* Index of v's GEMM2 sibling (mt_is_gemm2_sibling) in all, or (size_t)-1. */
 size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v);
 
 /* Index of the untuned default GEMM1 among the default-set variants

@@ -498,6 +498,9 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * round comes next; with fewer CTAs an SM where the longer stage needs more
  * shared memory). PAD_SKIP: whether a persistent 128-row tile's
  * warpgroup of padding rows skips its MMAs, which the model does not weigh.
+ * AQUANT: whether a decode GEMM1 quantizes its own A rows (no quant launch,
+ * the quantization done again by every CTA of a slot) or the quant step
+ * does; the model weighs neither.
  * First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
  * of "store" and the problem's activation), so that the rounds after it
@@ -506,7 +509,7 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
 static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "BLOCK_K",  "STAGES",
                                             "WARPS_N",  "PIPE",     "BLOAD",   "SPLIT_K",  "EPI_COLS",
                                             "ALOAD",    "CLUSTER",  "PAD_SKIP", "UNROLL",  "WARPS",
-                                            "AHEAD",    NULL};
+                                            "AHEAD",    "AQUANT",   NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
