@@ -527,8 +527,11 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     const int kl = lp.kl;
     const gemv_rows rows = {s_arow, s_crow, s_w};
     if constexpr (quantizes_a<Cfg>()) {
-        /* The slot's token row quantized once the launch wait is over (its
-         * weight loads already out), before the first products. */
+        /* The slot's token row quantized once the launch wait is over (after
+         * the first weight loads where the launch lets them go out early:
+         * gemv_may_load_early), before the first products. a.K is at most
+         * MT_GEMV_AQ_MAX_K: mt_moe_plan_check, which every run passes
+         * first, refuses a larger one. */
         static_assert(Cfg::BM == 1 && gemv_shape<Cfg>::BLOCK, "AQ_CTA: a row per slot, block scales");
         __shared__ __align__(16) unsigned char s_aq[MT_GEMV_AQ_MAX_K];
         __shared__ float s_as[MT_GEMV_AQ_MAX_K / 128];

@@ -183,7 +183,9 @@ void mm_run_case(const qcase *c, uint64_t seed)
         const mt_kernel *sum2 =
             mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum");
         for (int pass = 0; pass < (sum2 ? 2 : 1); pass++) {
-            const char *name = v->name;
+            /* The GEMM1 that runs: v, or the twin mt_plan_compose took where v
+             * cannot be this problem's GEMM1. */
+            const char *name = plan.step[MT_STEP_GEMM1].v.name;
             if (pass == 1) {
                 plan.step[MT_STEP_GEMM2] = *sum2;
                 name = sum2->v.name;
