@@ -539,8 +539,7 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
         /* (none where GEMM1 quantizes its own A rows) */
         const int q1 = mt_moe_plan_uses(plan, p, MT_STEP_QUANT);
         L.q1 = take(&off, q1 ? (size_t)L.rows1 * (size_t)p->K : 0);
-        L.s1 = take(&off, !q1 ? 0
-                              : (size_t)(tensor ? 1 : L.rows1 * act_scales_per_row(p, p->K)) * sizeof(float));
+        L.s1 = take(&off, q1 ? (size_t)(tensor ? 1 : L.rows1 * act_scales_per_row(p, p->K)) * sizeof(float) : 0);
         L.q2 = take(&off, (size_t)L.rows_mid * (size_t)p->N);
         L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows_mid * act_scales_per_row(p, p->N)) * sizeof(float));
     }
