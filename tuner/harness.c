@@ -81,8 +81,7 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
      * format it serves as GEMM2); one that quantizes its own A rows where
      * the problem does not allow that, by its AQUANT=step twin. */
     if (!mt_gemm_role_fits(&g1->v, p, 0)) {
-        const char *aq = mt_variant_get(&g1->v, "AQUANT");
-        const int cta = aq && !strcmp(aq, "cta");
+        const int cta = mt_variant_quantizes_a(&g1->v);
         const char *param = cta ? "AQUANT" : "ALOAD", *value = cta ? "step" : "cp";
         const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, param, value);
         if (!twin)

@@ -311,13 +311,18 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
-    const char *aq = mt_variant_get(v, "AQUANT");
-    if (aq && !strcmp(aq, "cta"))
+    if (mt_variant_quantizes_a(v))
         return !second && p->K <= MT_GEMV_AQ_MAX_K && !p->apply_router_weight_on_input;
     if (epi && !strcmp(epi, "sum"))   /* the topk sum: GEMM2 of the standard format */
         return second && p->format == MT_FORMAT_STANDARD &&
                (strcmp(v->family, "grouped_gemv") || p->topk <= MT_GEMV_SUM_MAX_TOPK);
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
+}
+
+int mt_variant_quantizes_a(const mt_variant *v)
+{
+    const char *aq = mt_variant_get(v, "AQUANT");
+    return aq && !strcmp(aq, "cta");
 }
 
 int mt_variant_sums_by_atomics(const mt_variant *v)
