@@ -10,8 +10,9 @@
  * relative L2 < 3e-2 for w8a8, < 1e-2 for weight-only; no NaN.
  *
  * MT_GPU_QUANT_QUICK=1 mm_runs a reduced matrix; MT_GPU_QUANT_SMALL=1 only
- * small shapes that still reach every default kernel (for compute-sanitizer).
- * Skipped (77) without a GPU.
+ * small shapes that still reach every default kernel (for compute-sanitizer);
+ * MT_GPU_QUANT_MODES=fp8-block,int8-block (a comma list of mode names) only
+ * those modes, whose kernels alone are compiled. Skipped (77) without a GPU.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tests/support.h"
@@ -27,14 +28,33 @@
 #include "tests/gpu/moe_matrix.h"
 #include "tuner/harness.h"
 
+/* Whether MT_GPU_QUANT_MODES (unset: every mode) names mode q. */
+static int mode_selected(mt_quant_mode q)
+{
+    const char *list = getenv("MT_GPU_QUANT_MODES"), *name = mt_quant_mode_name(q);
+    if (!list || !*list)
+        return 1;
+    for (const char *s = list; *s; s += strcspn(s, ","), s += *s == ',')
+        if (strcspn(s, ",") == strlen(name) && !strncmp(s, name, strlen(name)))
+            return 1;
+    return 0;
+}
+
 static int setup(void **state)
 {
     (void)state;
-    /* Every family's defaults, grouped_gemm restricted to the quant modes. */
+    /* Every family's defaults, grouped_gemm restricted to the quant modes
+     * selected. */
     mt_gen_filter f = {0};
-    for (int q = 1; q < MT_QUANT_COUNT_; q++, f.nparams++) {
+    for (int q = 1; q < MT_QUANT_COUNT_; q++) {
+        if (!mode_selected((mt_quant_mode)q))
+            continue;
         f.params[f.nparams].name = "quant";
-        f.params[f.nparams].value = mt_quant_mode_name((mt_quant_mode)q);
+        f.params[f.nparams++].value = mt_quant_mode_name((mt_quant_mode)q);
+    }
+    if (f.nparams == 0) {
+        fprintf(stderr, "MT_GPU_QUANT_MODES=%s names no quant mode\n", getenv("MT_GPU_QUANT_MODES"));
+        return -1;
     }
     return mm_setup(&f);
 }
@@ -47,9 +67,12 @@ static int env_flag(const char *name)
     return v && atoi(v);
 }
 
-/* Whether quant mode qm runs on this GPU (fp8 needs sm_89+); says why not. */
+/* Whether quant mode qm runs here: selected (MT_GPU_QUANT_MODES), and on
+ * this GPU (fp8 needs sm_89+); says why not. */
 static int mode_runs_here(mt_quant_mode qm, int sm)
 {
+    if (!mode_selected(qm))
+        return 0;
     if (fp8_mode(qm) && sm > 0 && sm < 89) {
         printf("SKIP %s: no fp8 tensor cores on %s\n", mt_quant_mode_name(qm), mt_gpu_arch(&mm_gpu));
         return 0;
@@ -89,13 +112,15 @@ static void small_matrix(int sm)
     static const struct { int64_t M, E, topk, K, N; } shapes[] = {
         {33, 8, 2, 256, 128}, {64, 16, 4, 320, 192}, {7, 1, 1, 128, 64}, {1, 8, 2, 256, 128},
     };
-    int idx = 0;
     for (int q = 1; q < MT_QUANT_COUNT_; q++) {
         const mt_quant_mode qm = (mt_quant_mode)q;
         if (!mode_runs_here(qm, sm))
             continue;
         const int wonly = mt_quant_is_weight_only(qm);
         const int tensor = mt_quant_granularity(qm) == MT_GRAN_TENSOR;
+        /* The case number (seed, variations) by the mode's place, so that a
+         * run of some modes has the cases of the whole matrix. */
+        int idx = (q - 1) * 8;
         for (int combo = 0; combo < 8; combo++, idx++) {
             const size_t s = (size_t)(idx % 4);
             /* on for half the cases of each dtype and each format */
@@ -132,14 +157,15 @@ static void test_matrix(void **state)
         {1, 8, 2, 2048, 768},  {256, 128, 8, 2048, 768}, {7, 1, 1, 128, 64},
         {1024, 256, 8, 1024, 512}, {4096, 128, 8, 512, 256},
     };
-    int idx = 0;
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     for (int q = 1; q < MT_QUANT_COUNT_; q++) {
         const mt_quant_mode qm = (mt_quant_mode)q;
         if (!mode_runs_here(qm, sm))
             continue;
         const int wonly = mt_quant_is_weight_only(qm);
         const int tensor = mt_quant_granularity(qm) == MT_GRAN_TENSOR;
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++, idx++) {
+        int idx = (q - 1) * nshapes;   /* as in small_matrix */
+        for (int s = 0; s < nshapes; s++, idx++) {
             if (quick && s % 2)
                 continue;
             const int group = group_for(wonly, idx, shapes[s].K, shapes[s].N);
@@ -158,8 +184,9 @@ static void test_matrix(void **state)
     if (!big || atoi(big)) {
         static const mt_quant_mode bigq[] = {MT_QUANT_FP8_BLOCK, MT_QUANT_INT8_PER_TOKEN,
                                              MT_QUANT_W4A16};
+        int idx = (MT_QUANT_COUNT_ - 1) * nshapes;
         for (size_t i = 0; i < sizeof bigq / sizeof bigq[0]; i++, idx++) {
-            if (fp8_mode(bigq[i]) && sm > 0 && sm < 89)
+            if (!mode_runs_here(bigq[i], sm))
                 continue;
             const int wonly = mt_quant_is_weight_only(bigq[i]);
             qcase c = {64, 8, 2, 4096, 14336, bigq[i], wonly ? 128 : 0, 0, 0, MT_DTYPE_BF16,

@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "moetune/oracle.h"
 #include "tuner/kernel_set.h"
+#include "tuner/select.h"
 
 
 mt_gpu mm_gpu;
@@ -96,6 +97,86 @@ static void check(const char *what, const char *desc, const char *kernel, double
         mm_failures++;
     printf("%s %-6s %-92s %-64s rel_l2=%.2e nan=%lld\n", ok ? "PASS" : "FAIL", what, desc,
            kernel, err, (long long)nans);
+}
+
+/* One run of plan on d's inputs, the output and the workspace (grown to
+ * the plan's size) poisoned first: 0xFF bytes are NaN in bf16, fp16, fp32
+ * scales and e4m3. The output, out_bytes of it, lands in got. A status and
+ * msg where the run failed, or the kernels faulted or flagged bad input. */
+static mt_status run_plan(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
+                          CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, void *got,
+                          char *msg, size_t msg_size)
+{
+    size_t need = mt_moe_workspace_size(plan, p);
+    if (need > *ws_size) {
+        if (*ws)
+            mt_cu.cuMemFree(*ws);
+        assert_int_equal(mt_cu.cuMemAlloc(ws, need), CUDA_SUCCESS);
+        *ws_size = need;
+    }
+    assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d->d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
+    assert_int_equal(mt_cu.cuMemsetD8Async(*ws, 0xFF, *ws_size, mm_stream), CUDA_SUCCESS);
+    /* MT_GPU_PRINT_PTRS=1: where each tensor of the run lives, to place
+     * an address that compute-sanitizer reports. */
+    if (getenv("MT_GPU_PRINT_PTRS"))
+        printf("PTRS %s + %s: hidden %p w1 %p w2 %p out %p topk_ids %p topk_weights %p "
+               "expert_map %p expert_num_tokens %p w1_scale %p w2_scale %p a1_scale %p "
+               "workspace 0x%llx (%zu bytes)\n",
+               plan->step[MT_STEP_GEMM1].v.name, plan->step[MT_STEP_GEMM2].v.name, d->d.hidden, d->d.w1, d->d.w2, d->d.out,
+               (const void *)d->d.topk_ids, (const void *)d->d.topk_weights,
+               (const void *)d->d.expert_map, (const void *)d->d.expert_num_tokens,
+               (const void *)d->d.w1_scale, (const void *)d->d.w2_scale,
+               (const void *)d->d.a1_scale, (unsigned long long)*ws, *ws_size);
+    mt_status st = mt_moe_run(plan, p, &d->d, *ws, *ws_size, mm_stream, msg, msg_size);
+    if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
+        st = MT_ERR_KERNEL_FAULT;
+        snprintf(msg, msg_size, "the mm_kernels faulted");
+    }
+    if (st == MT_OK && p->format == MT_FORMAT_STANDARD)
+        st = mt_moe_read_error(*ws, p, msg, msg_size);
+    if (st == MT_OK)
+        assert_int_equal(mt_cu.cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d->d.out, out_bytes), CUDA_SUCCESS);
+    return st;
+}
+
+/* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
+ * code on the same rows, and its products the step-fed tile's: so plan's
+ * output (got) must equal, byte for byte, that of the same pipeline with
+ * its AQUANT=step twin as GEMM1 after the quant step. One "twin" check. */
+static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
+                            CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
+                            const char *desc)
+{
+    char msg[512];
+    const mt_variant *cta = &plan->step[MT_STEP_GEMM1].v;
+    const mt_kernel *twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "AQUANT", "step");
+    mt_moe_plan step;
+    mt_status st = MT_ERR_NOT_FOUND;
+    if (!twin)
+        snprintf(msg, sizeof msg, "no AQUANT=step twin loaded");
+    else if (!(st = mt_plan_compose(&mm_kernels, p, twin->v.name, &step, msg, sizeof msg))) {
+        step.step[MT_STEP_GEMM2] = plan->step[MT_STEP_GEMM2];
+        st = mt_moe_plan_check(&step, p, msg, sizeof msg);
+    }
+    void *ref = malloc(out_bytes);
+    if (!st)
+        st = run_plan(&step, p, d, ws, ws_size, out_bytes, ref, msg, sizeof msg);
+    mm_runs++;
+    if (st) {
+        mm_failures++;
+        printf("FAIL twin   %s %s: %s: %s\n", desc, cta->name, mt_status_str(st), msg);
+        free(ref);
+        return;
+    }
+    const size_t es = mt_dtype_size(p->dtype);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out_bytes; i += es)
+        differ += memcmp((const char *)got + i, (const char *)ref + i, es) != 0;
+    if (differ)
+        mm_failures++;
+    printf("%s twin   %-92s %-64s %lld of %lld values differ from %s\n", differ ? "FAIL" : "PASS",
+           desc, cta->name, (long long)differ, (long long)(out_bytes / es), twin->v.name);
+    free(ref);
 }
 
 void mm_run_case(const qcase *c, uint64_t seed)
@@ -195,41 +276,13 @@ void mm_run_case(const qcase *c, uint64_t seed)
                     continue;
                 }
             }
-            size_t need = mt_moe_workspace_size(&plan, &p);
-            if (need > ws_size) {
-                if (ws)
-                    mt_cu.cuMemFree(ws);
-                assert_int_equal(mt_cu.cuMemAlloc(&ws, need), CUDA_SUCCESS);
-                ws_size = need;
-            }
-            /* Poison: 0xFF bytes are NaN in bf16, fp16, fp32 scales and e4m3. */
-            assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d.d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
-            assert_int_equal(mt_cu.cuMemsetD8Async(ws, 0xFF, ws_size, mm_stream), CUDA_SUCCESS);
-            /* MT_GPU_PRINT_PTRS=1: where each tensor of the run lives, to place
-             * an address that compute-sanitizer reports. */
-            if (getenv("MT_GPU_PRINT_PTRS"))
-                printf("PTRS %s: hidden %p w1 %p w2 %p out %p topk_ids %p topk_weights %p "
-                       "expert_map %p expert_num_tokens %p w1_scale %p w2_scale %p a1_scale %p "
-                       "workspace 0x%llx (%zu bytes)\n",
-                       name, d.d.hidden, d.d.w1, d.d.w2, d.d.out, (const void *)d.d.topk_ids,
-                       (const void *)d.d.topk_weights, (const void *)d.d.expert_map,
-                       (const void *)d.d.expert_num_tokens, (const void *)d.d.w1_scale,
-                       (const void *)d.d.w2_scale, (const void *)d.d.a1_scale, (unsigned long long)ws,
-                       ws_size);
-            st = mt_moe_run(&plan, &p, &d.d, ws, ws_size, mm_stream, msg, sizeof msg);
-            if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
-                st = MT_ERR_KERNEL_FAULT;
-                snprintf(msg, sizeof msg, "the mm_kernels faulted");
-            }
-            if (st == MT_OK && !batched)
-                st = mt_moe_read_error(ws, &p, msg, sizeof msg);
+            st = run_plan(&plan, &p, &d, &ws, &ws_size, out_bytes, got, msg, sizeof msg);
             if (st) {
                 printf("FAIL run %s %s: %s: %s\n", desc, name, mt_status_str(st), msg);
                 mm_failures++;
                 assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
                 continue;
             }
-            assert_int_equal(mt_cu.cuMemcpyDtoH(got, (CUdeviceptr)(uintptr_t)d.d.out, out_bytes), CUDA_SUCCESS);
             int64_t nans = 0;
             double err;
             if (batched) {
@@ -247,6 +300,8 @@ void mm_run_case(const qcase *c, uint64_t seed)
             } else {
                 err = mt_rel_l2(got, p.dtype, ref, tokens, ntok, p.K, &nans);
                 check("fused", desc, name, err, nans, tol);
+                if (mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v))
+                    check_step_twin(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc);
             }
         }
     }
