@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The next session's first call, for an H200 (staged from main with
+# MT_STAGE_GZIP=1 scripts/gpu-prepare.sh, carry [".gpu"]):
+#   bash docs/measurements/2026-12-06-s43/device-next.sh
+# 1. The proof on the H200 of the self-quantizing decode GEMM1s (AQUANT=cta),
+#    which has run on H100s only: gpu_quant's full and small matrices in the
+#    block modes, those GEMM1s only, against the oracle and byte for byte
+#    against their AQUANT=step twins (at most 100 s: about 40 s compiling,
+#    15 s of checks).
+# 2. Session 42's device-1.sh with what is left of the call: every entry of
+#    the shipped file retimed with the final round, the table on the result,
+#    gpu_runtime; the file comes back as nvidia-h200.db.gz.
+# Another card: nothing (sessions 42 and 43 ran all of it on H100s).
+set -uo pipefail
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+if [[ "$name" != "NVIDIA H200"* ]]; then
+  echo "== not an H200 ($name): nothing run"
+  exit 0
+fi
+. scripts/gpu-call.sh
+# The full matrix compiles (the small one then finds the kernels in the cache).
+for m in full small; do
+  small=0 limit=70; [ $m = small ] && small=1 limit=30
+  log=$out/gpu_quant-aqcta-$m.log
+  MT_GPU_QUANT_SMALL=$small MT_GPU_QUANT_MODES=fp8-block,int8-block MT_GPU_GEMM_ONLY=_aqcta \
+    timeout $limit .gpu/bin/gpu_quant >"$log" 2>&1
+  echo "== gpu_quant $m (block modes, _aqcta, twins): exit $?; $(grep -E 'matrix:' "$log")"
+  echo "== checks: $(grep -c '^PASS fused' "$log") fused passed, $(grep -c '^PASS twin' "$log") twins passed, $(grep -c '^FAIL' "$log") failed"
+  grep -E "^FAIL" "$log" | cut -c1-300 | head -5
+  gzip -9 "$log"
+done
+MT_CALL_LIMIT=$(left) exec bash docs/measurements/2026-12-06-s42/device-1.sh
