@@ -7,7 +7,8 @@
 #    block modes, those GEMM1s only, against the oracle and byte for byte
 #    against their AQUANT=step twins (at most 100 s: about 40 s compiling,
 #    15 s of checks).
-# 2. Session 42's device-1.sh with what is left of the call: every entry of
+# 2. Session 42's device-1.sh with what is left of the call (at least 420 s
+#    of MT_CALL_LIMIT, default 570, else it stops here): every entry of
 #    the shipped file retimed with the final round, the table on the result,
 #    gpu_runtime; the file comes back as nvidia-h200.db.gz.
 # Another card: nothing (sessions 42 and 43 ran all of it on H100s).
@@ -29,4 +30,8 @@ for m in full small; do
   grep -E "^FAIL" "$log" | cut -c1-300 | head -5
   gzip -9 "$log"
 done
+if [ "$(left)" -lt 420 ]; then
+  echo "== $(left) s left of MT_CALL_LIMIT: too little for device-1.sh's retime and table"
+  exit 0
+fi
 MT_CALL_LIMIT=$(left) exec bash docs/measurements/2026-12-06-s42/device-1.sh
