@@ -28,21 +28,42 @@
 #include "tests/gpu/moe_matrix.h"
 #include "tuner/harness.h"
 
-/* Whether MT_GPU_QUANT_MODES (unset: every mode) names mode q. */
-static int mode_selected(mt_quant_mode q)
+/* The modes MT_GPU_QUANT_MODES names (bit q for mode q), all when it is
+ * unset: parsed once, by setup. */
+static unsigned selected_modes;
+
+/* MT_GPU_QUANT_MODES into selected_modes; -1 (and why) for a name that is
+ * not a quant mode of this test. */
+static int parse_selected_modes(void)
 {
-    const char *list = getenv("MT_GPU_QUANT_MODES"), *name = mt_quant_mode_name(q);
-    if (!list || !*list)
-        return 1;
-    for (const char *s = list; *s; s += strcspn(s, ","), s += *s == ',')
-        if (strcspn(s, ",") == strlen(name) && !strncmp(s, name, strlen(name)))
-            return 1;
+    const char *list = getenv("MT_GPU_QUANT_MODES");
+    selected_modes = 0;
+    if (!list || !*list) {
+        selected_modes = ~0u;
+        return 0;
+    }
+    for (const char *s = list; *s; s += strcspn(s, ","), s += *s == ',') {
+        char name[32];
+        const size_t n = strcspn(s, ",");
+        mt_quant_mode q;
+        snprintf(name, sizeof name, "%.*s", (int)n, s);
+        if (n >= sizeof name || mt_quant_mode_parse(name, &q) != MT_OK || q == MT_QUANT_NONE) {
+            fprintf(stderr, "MT_GPU_QUANT_MODES: '%.*s' is not a quant mode (fp8-block, "
+                            "int8-token, w4a16, ...)\n", (int)n, s);
+            return -1;
+        }
+        selected_modes |= 1u << q;
+    }
     return 0;
 }
+
+static int mode_selected(mt_quant_mode q) { return (selected_modes >> q) & 1u; }
 
 static int setup(void **state)
 {
     (void)state;
+    if (parse_selected_modes())
+        return -1;
     /* Every family's defaults, grouped_gemm restricted to the quant modes
      * selected. */
     mt_gen_filter f = {0};
@@ -51,10 +72,6 @@ static int setup(void **state)
             continue;
         f.params[f.nparams].name = "quant";
         f.params[f.nparams++].value = mt_quant_mode_name((mt_quant_mode)q);
-    }
-    if (f.nparams == 0) {
-        fprintf(stderr, "MT_GPU_QUANT_MODES=%s names no quant mode\n", getenv("MT_GPU_QUANT_MODES"));
-        return -1;
     }
     return mm_setup(&f);
 }
