@@ -10,7 +10,8 @@
 #            MT_STEP_TESTS="PROGRAM:FILTER ..." (FILTER is MT_GPU_GEMM_ONLY,
 #            a substring of the grouped-GEMM names; default: the split-K
 #            warpgroup-MMA tiles, the swapped, chunked and mma.sync split
-#            tiles of gpu_moe, and gpu_quant's swapped tiles).
+#            tiles of gpu_moe, and gpu_quant's swapped tiles). The programs'
+#            own settings pass through (MT_GPU_QUANT_MODES, MT_GPU_QUANT_SMALL).
 #   retune   every point of the five problems tuned again, from a copy of
 #            the start database (below) put at $OUT/nvidia-h200.db (gpu-bench-all.sh
 #            MT_BENCH_PHASE=tune-only with MT_TUNE_RETUNE=1; MT_TUNE_BUDGET,
@@ -74,15 +75,22 @@ problems=("qwen3-30b-a3b|--preset qwen3-30b-a3b" "dsv2-lite|--preset dsv2-lite"
           "dsv3-tp8-fp8|--preset dsv3 --tp 8 --quant fp8-block")
 
 step_tests() {
-  local spec prog filter r start rc=0
+  local spec prog filter r start log rc=0
   for spec in ${MT_STEP_TESTS:-gpu_moe:_swyes_sk gpu_moe:_swyes gpu_moe:_e32 gpu_moe:_sk4 gpu_quant:_swyes}; do
     prog=${spec%%:*} filter=${spec#*:}
     start=$(date +%s)
     MT_GPU_GEMM_ONLY=$filter timeout "${MT_TEST_TIMEOUT:-150}" ".gpu/bin/$prog" \
       >"$out/steps/$prog$filter.log" 2>&1
     r=$?
+    log=$out/steps/$prog$filter.log
     echo "== $prog ($filter): exit $r in $(( $(date +%s) - start )) s;" \
-      "$(grep -E 'compiled|checks|PASSED|FAILED' "$out/steps/$prog$filter.log" | tr '\n' ' ')"
+      "$(grep -E 'compiled|checks|PASSED|FAILED' "$log" | tr '\n' ' ')"
+    # The matrix's byte-for-byte comparisons with a twin pipeline (gpu_quant's
+    # self-quantizing GEMM1s against their AQUANT=step twins), where it ran any.
+    if grep -qE '^(PASS|FAIL) twin' "$log"; then
+      echo "== $prog ($filter): twins $(grep -c '^PASS twin' "$log") equal, $(grep -c '^FAIL twin' "$log") not"
+    fi
+    grep -E '^FAIL' "$log" | cut -c1-300 | head -5
     [ $r = 0 ] || rc=1
   done
   return $rc

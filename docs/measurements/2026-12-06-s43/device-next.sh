@@ -20,16 +20,10 @@ if [[ "$name" != "NVIDIA H200"* ]]; then
 fi
 . scripts/gpu-call.sh
 # The full matrix compiles (the small one then finds the kernels in the cache).
-for m in full small; do
-  small=0 limit=70; [ $m = small ] && small=1 limit=30
-  log=$out/gpu_quant-aqcta-$m.log
-  MT_GPU_QUANT_SMALL=$small MT_GPU_QUANT_MODES=fp8-block,int8-block MT_GPU_GEMM_ONLY=_aqcta \
-    timeout $limit .gpu/bin/gpu_quant >"$log" 2>&1
-  echo "== gpu_quant $m (block modes, _aqcta, twins): exit $?; $(grep -E 'matrix:' "$log")"
-  echo "== checks: $(grep -c '^PASS fused' "$log") fused passed, $(grep -c '^PASS twin' "$log") twins passed, $(grep -c '^FAIL' "$log") failed"
-  grep -E "^FAIL" "$log" | cut -c1-300 | head -5
-  gzip -9 "$log"
-done
+export MT_GPU_QUANT_MODES=fp8-block,int8-block MT_STEP_TESTS=gpu_quant:_aqcta
+MT_TEST_TIMEOUT=70 scripts/gpu-steps.sh tests
+MT_TEST_TIMEOUT=30 MT_GPU_QUANT_SMALL=1 scripts/gpu-steps.sh tests
+unset MT_GPU_QUANT_MODES MT_STEP_TESTS
 if [ "$(left)" -lt 420 ]; then
   echo "== $(left) s left of MT_CALL_LIMIT: too little for device-1.sh's retime and table"
   exit 0
