@@ -78,11 +78,9 @@ step_tests() {
   local spec prog filter r start log rc=0
   for spec in ${MT_STEP_TESTS:-gpu_moe:_swyes_sk gpu_moe:_swyes gpu_moe:_e32 gpu_moe:_sk4 gpu_quant:_swyes}; do
     prog=${spec%%:*} filter=${spec#*:}
-    start=$(date +%s)
-    MT_GPU_GEMM_ONLY=$filter timeout "${MT_TEST_TIMEOUT:-150}" ".gpu/bin/$prog" \
-      >"$out/steps/$prog$filter.log" 2>&1
+    start=$(date +%s) log=$out/steps/$prog$filter.log
+    MT_GPU_GEMM_ONLY=$filter timeout "${MT_TEST_TIMEOUT:-150}" ".gpu/bin/$prog" >"$log" 2>&1
     r=$?
-    log=$out/steps/$prog$filter.log
     echo "== $prog ($filter): exit $r in $(( $(date +%s) - start )) s;" \
       "$(grep -E 'compiled|checks|PASSED|FAILED' "$log" | tr '\n' ' ')"
     # The matrix's byte-for-byte comparisons with a twin pipeline (gpu_quant's
