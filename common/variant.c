@@ -48,6 +48,12 @@ int mt_variant_is_gemm(const mt_variant *v)
     return 0;
 }
 
+int mt_variant_quantizes_a(const mt_variant *v)
+{
+    const char *aq = mt_variant_get(v, "AQUANT");
+    return aq && !strcmp(aq, "cta");
+}
+
 static int fits(const char *s, size_t cap) { return s && strlen(s) < cap; }
 
 mt_status mt_variant_add(mt_variant *v, const char *name, const char *value)

@@ -129,18 +129,9 @@ static int slot_routed(const mt_kernel *k)
     return !strcmp(k->v.family, "grouped_gemv") && mt_variant_int(&k->v, "BLOCK_M", 0) == 1;
 }
 
-/* Does GEMM kernel k quantize its A rows itself (grouped_gemv AQUANT=cta:
- * each CTA its slot's token row of the 16-bit hidden states, into shared
- * memory), so that the pipeline has no quant step? */
-static int quantizes_a(const mt_kernel *k)
-{
-    const char *aq = mt_variant_get(&k->v, "AQUANT");
-    return aq && !strcmp(aq, "cta");
-}
-
 static int gemm1_quantizes_a(const mt_moe_plan *plan)
 {
-    return plan->step[MT_STEP_GEMM1].fn && quantizes_a(&plan->step[MT_STEP_GEMM1]);
+    return plan->step[MT_STEP_GEMM1].fn && mt_variant_quantizes_a(&plan->step[MT_STEP_GEMM1].v);
 }
 
 /* Does GEMM kernel k read its A rows by TMA, a box of consecutive rows per
@@ -352,15 +343,15 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
                                   msg, msg_size))) {
         return st;
     }
-    if (quantizes_a(g2))
+    if (mt_variant_quantizes_a(&g2->v))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm2 kernel %s quantizes its A rows itself, which only GEMM1 does (GEMM2's "
                        "come from the act step): take its AQUANT=step twin", g2->v.name);
-    if (quantizes_a(g1) && p->K > MT_GEMV_AQ_MAX_K)
+    if (mt_variant_quantizes_a(&g1->v) && p->K > MT_GEMV_AQ_MAX_K)
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 kernel %s quantizes its A rows in shared memory, at most K=%d; the "
                        "problem has K=%lld", g1->v.name, MT_GEMV_AQ_MAX_K, (long long)p->K);
-    if (quantizes_a(g1) && p->apply_router_weight_on_input)
+    if (mt_variant_quantizes_a(&g1->v) && p->apply_router_weight_on_input)
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 kernel %s quantizes its token rows as they are, and this problem "
                        "weighs each slot's row by its router weight first (the quant step does "
@@ -968,7 +959,10 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .expert_num_tokens = standard ? NULL : t->expert_num_tokens,
         .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
         .max_tokens = (int32_t)p->max_tokens, .row_div = 1};
-    if (mt_moe_plan_uses(plan, p, MT_STEP_QUANT) && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
+    /* GEMM1's A: the quant step's output, or the hidden states (16-bit
+     * operands, or a GEMM1 that quantizes them itself). */
+    const int q1_in = mt_moe_plan_uses(plan, p, MT_STEP_QUANT);
+    if (q1_in && (steps & MT_STEP_BIT(MT_STEP_QUANT))) {
         mt_quant_args q1 = qa;
         q1.in = t->hidden;
         q1.q = (uint8_t *)(base + L.q1);
@@ -989,9 +983,6 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         if ((st = launch_quant(&seq, MT_STEP_QUANT, &plan->step[MT_STEP_QUANT], &q1, msg, msg_size)))
             return st;
     }
-    /* GEMM1's A: the quant step's output, or the hidden states (16-bit
-     * operands, or a GEMM1 that quantizes them itself). */
-    const int q1_in = w8a8 && !gemm1_quantizes_a(plan);
     mt_gemm_args g1 = {
         .A = q1_in ? (const void *)(base + L.q1) : t->hidden, .B = t->w1, .C = c1,
         .lda = p->K, .ldb = p->K,

@@ -319,12 +319,6 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
 }
 
-int mt_variant_quantizes_a(const mt_variant *v)
-{
-    const char *aq = mt_variant_get(v, "AQUANT");
-    return aq && !strcmp(aq, "cta");
-}
-
 int mt_variant_sums_by_atomics(const mt_variant *v)
 {
     const char *epi = mt_variant_get(v, "epilogue");

@@ -24,10 +24,6 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * for K up to MT_GEMV_AQ_MAX_K and without router weights on the input. */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
-/* Does kernel variant v quantize its own A rows (grouped_gemv AQUANT=cta),
- * so that the pipeline has no quant step? */
-int mt_variant_quantizes_a(const mt_variant *v);
-
 /* Does kernel variant v add its rows into the output by atomics (a tiled
  * family's epilogue "sum": fp32 reductions in no fixed order, so not
  * bitwise reproducible run to run)? grouped_gemv's "sum" adds a token's

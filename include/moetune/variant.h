@@ -84,6 +84,10 @@ int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, cons
 extern const char *const mt_gemm_families[];
 /* 1 when v belongs to one of mt_gemm_families. */
 int mt_variant_is_gemm(const mt_variant *v);
+/* 1 when GEMM variant v quantizes its own A rows (grouped_gemv AQUANT=cta:
+ * each CTA its slot's token row of the 16-bit hidden states, into shared
+ * memory), so that the pipeline has no quant step. */
+int mt_variant_quantizes_a(const mt_variant *v);
 
 /* Serialize to / parse from one line of text, as stored in the database:
  * "family=F;arch=A;version=V;threads=T;smem=S;name=N;p.K1=V1;p.K2=V2..." */
