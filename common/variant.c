@@ -54,6 +54,18 @@ int mt_variant_quantizes_a(const mt_variant *v)
     return aq && !strcmp(aq, "cta");
 }
 
+int mt_variant_sums_topk(const mt_variant *v)
+{
+    const char *epi = mt_variant_get(v, "epilogue");
+    return epi && (!strcmp(epi, "sum") || !strcmp(epi, "lastsum"));
+}
+
+int mt_variant_is_gemm2_epilogue(const mt_variant *v)
+{
+    const char *epi = mt_variant_get(v, "epilogue");
+    return epi && (!strcmp(epi, "store") || mt_variant_sums_topk(v));
+}
+
 static int fits(const char *s, size_t cap) { return s && strlen(s) < cap; }
 
 mt_status mt_variant_add(mt_variant *v, const char *name, const char *value)

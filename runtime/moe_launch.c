@@ -108,13 +108,21 @@ void mt_kernel_unload(mt_kernel *k)
         memset(k, 0, sizeof *k);
 }
 
+/* Does GEMM kernel k sum each token's topk slots after storing them, its
+ * last CTA of a token doing it (grouped_gemv's epilogue "lastsum")? */
+static int sums_when_last(const mt_kernel *k)
+{
+    const char *epi = mt_variant_get(&k->v, "epilogue");
+    return epi && !strcmp(epi, "lastsum");
+}
+
 /* Does GEMM kernel k apply the activation-and-mul in its epilogue (silu,
- * gelu: a tile of BLOCK_N / 2 gate and as many up columns)? "store" and
- * "sum" write the product's columns as they are. */
+ * gelu: a tile of BLOCK_N / 2 gate and as many up columns)? "store", "sum"
+ * and "lastsum" write the product's columns as they are. */
 static int fuses_activation(const mt_kernel *k)
 {
     const char *epi = mt_variant_get(&k->v, "epilogue");
-    return epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0;
+    return epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0 && !sums_when_last(k);
 }
 
 static int gemm1_fused(const mt_moe_plan *plan)
@@ -155,7 +163,7 @@ static int sorted_intermediate(const mt_moe_plan *plan, const mt_problem *p)
 
 /* Does GEMM kernel k add each token's topk slots itself (the epilogue
  * "sum")? */
-static int sums_topk(const mt_kernel *k)
+static int has_sum_epilogue(const mt_kernel *k)
 {
     const char *epi = mt_variant_get(&k->v, "epilogue");
     return epi && !strcmp(epi, "sum");
@@ -169,7 +177,7 @@ static int sums_topk(const mt_kernel *k)
  * (gemm2_sums_f32). */
 static int gemm2_sums(const mt_moe_plan *plan)
 {
-    return plan->step[MT_STEP_GEMM2].fn && sums_topk(&plan->step[MT_STEP_GEMM2]);
+    return plan->step[MT_STEP_GEMM2].fn && has_sum_epilogue(&plan->step[MT_STEP_GEMM2]);
 }
 static int gemm2_writes_out(const mt_moe_plan *plan)
 {
@@ -178,6 +186,13 @@ static int gemm2_writes_out(const mt_moe_plan *plan)
 static int gemm2_sums_f32(const mt_moe_plan *plan)
 {
     return gemm2_sums(plan) && !slot_routed(&plan->step[MT_STEP_GEMM2]);
+}
+/* Does the plan's GEMM2 store a row per slot and then, its last CTA of each
+ * token and column block, sum them into the output ("lastsum": no reduce
+ * step; counters in the workspace, zeroed with the flags)? */
+static int gemm2_sums_last(const mt_moe_plan *plan)
+{
+    return plan->step[MT_STEP_GEMM2].fn && sums_when_last(&plan->step[MT_STEP_GEMM2]);
 }
 
 /* The first moe_reduce version that reads fp32 sums (mt_reduce_args.y_f32). */
@@ -207,7 +222,8 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     switch (s) {
     case MT_STEP_ALIGN:
         return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
-    case MT_STEP_REDUCE: return p->format == MT_FORMAT_STANDARD && !gemm2_writes_out(plan);
+    case MT_STEP_REDUCE:
+        return p->format == MT_FORMAT_STANDARD && !gemm2_writes_out(plan) && !gemm2_sums_last(plan);
     case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
     case MT_STEP_QUANT: return w8a8 && !gemm1_quantizes_a(plan);
     default: return 1;
@@ -271,7 +287,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     if (plan->step[MT_STEP_GEMM1].fn &&
         (st = mt_moe_quant_supported(p, plan->step[MT_STEP_GEMM1].v.arch, msg, msg_size)))
         return st;
-    if (plan->step[MT_STEP_GEMM1].fn && sums_topk(&plan->step[MT_STEP_GEMM1]))
+    if (plan->step[MT_STEP_GEMM1].fn && mt_variant_sums_topk(&plan->step[MT_STEP_GEMM1].v))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 kernel %s sums the topk slots per token, which only GEMM2 can do",
                        plan->step[MT_STEP_GEMM1].v.name);
@@ -292,8 +308,13 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
         (st = expect_param(g2, MT_STEP_GEMM2, "format", fmt, msg, msg_size)) ||
         (st = expect_param(g1, MT_STEP_GEMM1, "quant", qn, msg, msg_size)) ||
         (st = expect_param(g2, MT_STEP_GEMM2, "quant", qn, msg, msg_size)) ||
-        (!gemm2_sums(plan) && (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size))))
+        (!gemm2_sums(plan) && !gemm2_sums_last(plan) &&
+         (st = expect_param(g2, MT_STEP_GEMM2, "epilogue", "store", msg, msg_size))))
         return st;
+    if (gemm2_sums_last(plan) && !slot_routed(g2))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s sums a token's slots in its last CTA, which needs a row "
+                       "block per slot (grouped_gemv, BLOCK_M 1)", g2->v.name);
     if (gemm2_sums_f32(plan) && !strcmp(g2->v.family, "grouped_gemv"))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm2 kernel %s sums the topk slots per token, which grouped_gemv does "
@@ -400,7 +421,8 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
 typedef struct ws_layout {
     size_t flags, sorted_ids, block_expert, c1, c2, c3, total;
     size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
-    size_t count1, count2;       /* split-K: the GEMMs' tile counters (after the flags) */
+    size_t count1, count2;       /* split-K (and lastsum, count2): the GEMMs' counters,
+                                  * after the flags */
     size_t partial;              /* split-K: partial sums, shared by the GEMMs */
     size_t cta_counts;           /* align on a grid: per-CTA expert counts */
     int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
@@ -416,9 +438,9 @@ typedef struct ws_layout {
 /* Flag words at the start of the workspace: [0] the routing error flag
  * (a bad topk id or expert_map entry, templates/moe_args.h),
  * [1] num_padded, [2] and [3] the per-tensor amax of the two quant steps.
- * Split-K plans put the tile counters right after them, so that the one
- * memset that clears the flags re-arms the counters too (after a fault
- * left some counted up). */
+ * Split-K and "lastsum" plans put their counters right after them, so that
+ * the one memset that clears the flags re-arms the counters too (after a
+ * fault left some counted up). */
 #define WS_FLAGS 4
 
 /* Output tiles of a GEMM kernel (its grid is that times SPLIT_K). A fused
@@ -513,8 +535,10 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     L.tiles2 = gemm_tiles(g2, gemm2_writes_out(plan) ? p->M : L.num_m_blocks, p->K);
     L.grid1 = gemm_grid(g1, L.tiles1);
     L.grid2 = gemm_grid(g2, L.tiles2);
-    const int split = split_k(g1) > 1 || split_k(g2) > 1;
-    L.zero_words = WS_FLAGS + (split ? L.tiles1 + L.tiles2 : 0);
+    /* Counters: split-K's per tile, a last-CTA sum's per token and column
+     * block (fewer than GEMM2's tiles, a tile per slot and block). */
+    const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan);
+    L.zero_words = WS_FLAGS + (counted ? L.tiles1 + L.tiles2 : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
     L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);
@@ -1003,7 +1027,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     /* Slot-routed GEMMs (no alignment step) read the routing themselves. */
     mt_gemv_slot_args route = {.topk_ids = t->topk_ids, .expert_map = emap, .error_flag = flags,
                                .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
-                               .topk = (int32_t)p->topk};
+                               .topk = (int32_t)p->topk, .out = t->out};
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
                           L.rows1, &g1, &route, msg, msg_size)))

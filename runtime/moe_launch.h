@@ -94,7 +94,8 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
 /* Workspace bytes for problem p (p->M tokens) under the plan. A split-K
  * plan (SPLIT_K > 1) adds a tile counter per output tile of each GEMM and
  * a region for the larger GEMM's partial sums (tiles * SPLIT_K * BLOCK_M *
- * BLOCK_N floats); an unsplit plan's size does not depend on them. */
+ * BLOCK_N floats); an unsplit plan's size does not depend on them. A GEMM2
+ * whose last CTA sums a token's slots ("lastsum") adds the same counters. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
 /* Run the experts stage (standard format: the whole fused MoE into t->out
@@ -113,9 +114,9 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
 #define MT_STEPS_EVERY ((1u << MT_STEP_ALL) - 1u)
 
 /* mt_moe_run enqueuing only the launches of the steps in the mask (the
- * flag words, split-K tile counters and a summing GEMM2's fp32 sums are
- * cleared with the align step; a
- * complete split-K GEMM launch leaves its counters at 0), for timing the
+ * flag words, split-K or last-CTA-sum counters and a summing GEMM2's fp32
+ * sums are cleared with the align step; a complete split-K or "lastsum"
+ * GEMM launch leaves its counters at 0), for timing the
  * steps one by one on a workspace a full run has filled, on the same
  * inputs: a step run alone reads what the steps before it left there (a
  * per-tensor dynamic amax included, which only the align step's memset

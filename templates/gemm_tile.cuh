@@ -320,6 +320,23 @@ template <int ID, int N> struct group_barrier {
     }
 };
 
+/* Count this CTA in at *count once the stores of its threads (tid among
+ * those that meet by Bar) are visible GPU-wide. True on every one of them
+ * for the CTA that arrives as the `of`-th, which may then read what the
+ * others stored (it re-arms the counter, to 0, when done). */
+template <class Bar> __device__ __forceinline__ bool arrive_last(int32_t *count, int of, int tid)
+{
+    __threadfence();   /* this thread's stores are visible GPU-wide ... */
+    Bar::sync();       /* ... and so are every thread's, before the count says so */
+    int last = 0;
+    if (tid == 0)
+        last = atomicAdd(count, 1) == of - 1;
+    if (!Bar::any(last))
+        return false;
+    __threadfence();   /* read the others' stores only after seeing them all counted */
+    return true;
+}
+
 /* Store this CTA's sums v (acc, or the block modes' facc) as partial
  * `split` of `tile` and count the CTA in. THREADS threads (tid of them)
  * hold v and meet by Bar. False for all but the last CTA of the tile; the
@@ -338,14 +355,8 @@ __device__ __forceinline__ bool split_k_reduce(const mt_gemm_args &a, int tile, 
 #pragma unroll
     for (int r = 0; r < R; r++)
         part[((int64_t)split * R + r) * THREADS] = partial_word(v[r / (NT * 4)][r / 4 % NT][r % 4]);
-    __threadfence();   /* this thread's partial is visible GPU-wide ... */
-    Bar::sync();       /* ... and so is every thread's, before the count says so */
-    int last = 0;
-    if (tid == 0)
-        last = atomicAdd(&a.tile_count[tile], 1) == SK - 1;
-    if (!Bar::any(last))
+    if (!arrive_last<Bar>(&a.tile_count[tile], SK, tid))
         return false;
-    __threadfence();   /* read the partials only after seeing them all counted */
 #pragma unroll
     for (int r = 0; r < R; r++) {
         V &x = v[r / (NT * 4)][r / 4 % NT][r % 4];

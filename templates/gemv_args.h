@@ -33,6 +33,13 @@ typedef struct mt_gemv_slot_args {
     int32_t num_experts;
     int32_t local_experts;
     int32_t topk;
+    /* A GEMM2 whose last CTA of a token sums its slots ("lastsum"; the
+     * others ignore it): the output [num_slots / topk, gemm.N], written
+     * column block by column block once the token's topk CTAs of that
+     * block have stored their rows to gemm.C; gemm.tile_count holds a
+     * counter per token and column block, 0 at launch and again after.
+     * Last: kernels built before read the same prefix. */
+    void *out;
 } mt_gemv_slot_args;
 
 #endif

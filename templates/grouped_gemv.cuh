@@ -40,7 +40,10 @@
  * slots sharing an expert read its weights once each. With the epilogue
  * "sum" (GEMM2 only) row block b is token b instead, and the kernel adds
  * the token's slots itself (grouped_gemv_token_sums), so the pipeline has
- * no reduce launch either.
+ * no reduce launch either. With "lastsum" (GEMM2 only) row block b stays
+ * slot b, stored as "store" does, and the last CTA of a token's slots in
+ * each column block adds their rows into the output (sum_token_if_last):
+ * no reduce launch, at the store's number of CTAs.
  *
  * AQ_CTA (BM = 1, block modes, GEMM1): A holds the 16-bit hidden rows, and
  * each CTA quantizes its slot's token row into shared memory after its
@@ -54,6 +57,7 @@
 #pragma once
 #include "gemm_tile.cuh"
 #include "gemv_args.h"
+#include "moe_reduce.cuh"
 
 namespace mt {
 
@@ -109,6 +113,15 @@ template <class C> __device__ constexpr auto quantizes_a_of(int) -> decltype(boo
 }
 template <class C> __device__ constexpr bool quantizes_a_of(long) { return false; }
 template <class C> __device__ constexpr bool quantizes_a() { return quantizes_a_of<C>(0); }
+
+/* Does Cfg's last CTA of a token sum its slots (epilogue "lastsum":
+ * Cfg::LAST_SUM declared)? As quantizes_a. */
+template <class C> __device__ constexpr auto last_sums_of(int) -> decltype(bool(C::LAST_SUM))
+{
+    return C::LAST_SUM;
+}
+template <class C> __device__ constexpr bool last_sums_of(long) { return false; }
+template <class C> __device__ constexpr bool last_sums() { return last_sums_of<C>(0); }
 
 /* Where a CTA that quantizes its A row keeps it (shared memory): the 8-bit
  * values and a scale per 128 of them. Both NULL for the other kernels. */
@@ -681,6 +694,50 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
         store_pair<T>(static_cast<T *>(a.C), (int64_t)token * a.ldc + lp.n[0], lp.ok, acc[0], acc[1]);
 }
 
+/* The reduce step's items (moe_reduce.cuh reduce_rows) of one token's
+ * column block, [lo, hi), a thread each. */
+struct block_items {
+    int64_t lo, hi;
+    __device__ __forceinline__ int64_t first() const { return lo + threadIdx.x; }
+    __device__ __forceinline__ int64_t end(const mt_reduce_args &) const { return hi; }
+    __device__ __forceinline__ int64_t step() const { return blockDim.x; }
+};
+
+/* Slots whose rows the last CTA loads at once: 8 (the reduce step's) took
+ * a store tile from 54 registers to 88 (ptxas, sm_90a), 5 CTAs an SM
+ * instead of 9. */
+#define LAST_SUM_UNROLL 4
+
+/* Epilogue "lastsum": once this CTA has stored its rows of `slot` (or had
+ * none: a slot on another rank, or dropped as bad input), it counts in for
+ * its token and column block nb; the last of the token's topk CTAs there
+ * adds the slots' rows of the block into the output by the reduce step's
+ * own reduce_rows (moe_reduce.cuh: the same order, the same bits) and
+ * re-arms the counter. */
+template <class Cfg> __device__ void sum_token_if_last(const mt_gemv_slot_args &s, int slot, int nb)
+{
+    const mt_gemm_args &a = s.gemm;
+    const int token = slot / s.topk;
+    int32_t *count = a.tile_count + (int64_t)token * num_n_blocks<Cfg>(a) + nb;
+    if (!arrive_last<cta_barrier>(count, s.topk, threadIdx.x))
+        return;
+    mt_reduce_args rd = {};
+    rd.Y = a.C;
+    rd.out = s.out;
+    rd.topk_ids = s.topk_ids;
+    rd.expert_map = s.expert_map;
+    rd.ldy = a.ldc;
+    rd.topk = s.topk;
+    rd.K = a.N;
+    rd.num_experts = s.num_experts;
+    rd.local_experts = s.local_experts;
+    const int c0 = nb * Cfg::BN / 8, chunks = min(Cfg::BN / 8, a.N / 8 - c0);
+    const int64_t first = (int64_t)token * (a.N / 8) + c0;
+    reduce_rows<typename Cfg::T, typename Cfg::T, LAST_SUM_UNROLL>(rd, block_items{first, first + chunks});
+    if (threadIdx.x == 0)
+        *count = 0;
+}
+
 /* Row blocks from the alignment step. */
 template <class Cfg> __device__ void grouped_gemv(const mt_gemm_args &a)
 {
@@ -707,6 +764,11 @@ template <class Cfg> __device__ void grouped_gemv_slots(const mt_gemv_slot_args 
         gemv_tile<Cfg>(s.gemm, t, nb, enter);
     else
         enter();
+    if constexpr (last_sums<Cfg>()) {
+        static_assert(Cfg::BM == 1 && !gemv_shape<Cfg>::FUSED, "lastsum: GEMM2, a row block per slot");
+        if (t.mb < s.gemm.num_slots)
+            sum_token_if_last<Cfg>(s, t.mb, nb);
+    }
 }
 
 } // namespace mt

@@ -9,16 +9,20 @@
 -- the kernel argument is mt_gemv_slot_args, gemv_args.h). BLOCK_N is the
 -- weight rows of a CTA. The epilogue "sum" (BLOCK_M 1, GEMM2 only) takes a
 -- row block per token and adds its topk slots' products itself, so the
--- pipeline has no reduce step either. AQUANT "cta" (BLOCK_M 1, the block-
+-- pipeline has no reduce step either. The epilogue "lastsum" (BLOCK_M 1,
+-- GEMM2 only) stores a row per slot as "store" does, and the last of a
+-- token's topk CTAs of each column block to finish adds their rows into
+-- the output, by the reduce step's own code (the same bits): no reduce
+-- launch, at the store's CTA count. AQUANT "cta" (BLOCK_M 1, the block-
 -- scaled 8-bit modes, GEMM1 only): each CTA quantizes its slot's token row
 -- of the 16-bit hidden states itself, into shared memory, by the act_quant
 -- step's own code (the same bytes and scales), so that the pipeline has no
 -- quant step. Device code: grouped_gemv.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
--- "sum" stores like "store" (the tile_shape of gemm_tile.cuh): its own
--- entry point does the summing.
-local EPI = { store = 0, silu = 1, gelu = 2, sum = 0 }
+-- "sum" and "lastsum" store like "store" (the tile_shape of
+-- gemm_tile.cuh): the summing is their own.
+local EPI = { store = 0, silu = 1, gelu = 2, sum = 0, lastsum = 0 }
 local FORMAT = { standard = 0, batched = 1 }
 -- Values of mt_quant_mode; the weight-only modes have no variant here.
 local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] = 3,
@@ -69,7 +73,7 @@ return {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
     { name = "format",   abbrev = "",  values = { "standard", "batched" } },
-    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu", "sum" } },
+    { name = "epilogue", abbrev = "",  values = { "store", "silu", "gelu", "sum", "lastsum" } },
     { name = "BLOCK_M",  abbrev = "m", values = { 1, 8, 16 } },
     { name = "BLOCK_N",  abbrev = "n", values = { 8, 16, 32, 64 } },
     { name = "WARPS",    abbrev = "w", values = { 4, 8 } },
@@ -100,6 +104,9 @@ return {
     if p.epilogue == "sum" and p.BLOCK_M ~= 1 then
       return false, "the topk sum takes a row block per token: BLOCK_M 1"
     end
+    if p.epilogue == "lastsum" and p.BLOCK_M ~= 1 then
+      return false, "the last CTA's topk sum counts a token's slots: BLOCK_M 1"
+    end
     if p.AQUANT == "cta" then
       if not block_scaled(p.quant) then
         return false, "a CTA quantizes its own A row in the block-scaled modes only"
@@ -107,7 +114,7 @@ return {
       if p.BLOCK_M ~= 1 then
         return false, "a CTA quantizes its own A row with a row block per slot: BLOCK_M 1"
       end
-      if p.epilogue == "sum" then
+      if p.epilogue == "sum" or p.epilogue == "lastsum" then
         return false, "the topk sum is GEMM2's, whose A rows the act step quantizes"
       end
     end
@@ -129,7 +136,7 @@ struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
-    static constexpr bool AHEAD = ${AHEAD}${AQ};
+    static constexpr bool AHEAD = ${AHEAD}${AQ}${LAST};
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
@@ -141,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
       AHEAD = p.AHEAD == 1 and "true" or "false",
       -- Only where set, so that the other kernels' sources stay as they were.
       AQ = p.AQUANT == "cta" and ", AQ_CTA = true" or "",
+      LAST = p.epilogue == "lastsum" and ", LAST_SUM = true" or "",
       OWN_QUANT = p.AQUANT == "cta" and '#include "grouped_gemv_own_quant.cuh"\n' or "",
       THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
       ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"

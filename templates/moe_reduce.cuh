@@ -33,15 +33,27 @@ template <class T> struct row8<T, float> {
     __device__ __forceinline__ float at(int i) const { return v[i >> 2].f[i & 3]; }
 };
 
-/* Slots are taken UNROLL at a time: their rows are resolved first and
- * their loads issued together, so a thread has UNROLL 16-byte loads in
- * flight instead of one; the sum still runs in slot order. */
-template <class T, class Y, int UNROLL> __device__ void reduce_rows(const mt_reduce_args &a)
+/* Which items (token t, 8-column chunk c; item t * K / 8 + c) a thread
+ * sums: the reduce step's grid walks all of them, a.M * K / 8. */
+struct grid_items {
+    __device__ __forceinline__ int64_t first() const { return (int64_t)blockIdx.x * blockDim.x + threadIdx.x; }
+    __device__ __forceinline__ int64_t end(const mt_reduce_args &a) const { return (int64_t)a.M * (a.K / 8); }
+    __device__ __forceinline__ int64_t step() const { return (int64_t)gridDim.x * blockDim.x; }
+};
+
+/* Each item: the token's slots' rows of Y over the chunk, summed in slot
+ * order in fp32 and rounded once into a.out. Slots are taken UNROLL at a
+ * time: their rows are resolved first and their loads issued together, so
+ * a thread has UNROLL 16-byte loads in flight instead of one; the sum
+ * still runs in slot order. Items other than grid_items: a GEMM2 whose last
+ * CTA of a token sums its slots (grouped_gemv's epilogue "lastsum"), the
+ * same code giving the same bits as this step. */
+template <class T, class Y, int UNROLL, class Items = grid_items>
+__device__ void reduce_rows(const mt_reduce_args &a, Items items = Items())
 {
     const int chunks = a.K / 8;
-    const int64_t total = (int64_t)a.M * chunks;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t total = items.end(a);
+    for (int64_t i = items.first(); i < total; i += items.step()) {
         const int t = (int)(i / chunks), c = (int)(i % chunks);
         float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         for (int j0 = 0; j0 < a.topk; j0 += UNROLL) {

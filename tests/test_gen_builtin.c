@@ -440,7 +440,7 @@ static void test_split_k_defaults_compile(void **state)
     static const char *const epis[] = {"store", "silu", "gelu", "sum"};
     mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[32];
+        mt_variant sample[40];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], "SPLIT_K", "4", NULL};
@@ -590,12 +590,12 @@ static void test_sm90_two_panel_tiles(void **state)
 
 /* The decode family (grouped_gemv): its four default tiles in every mode
  * it has (none and the six w8a8 modes; no weight-only variant) for every
- * dtype, format and epilogue (the topk sum only with the two slot-routed
- * tiles, with and without lookahead), and in the block modes a fifth that
- * quantizes its own A rows (AQUANT=cta: standard format, no topk sum); one
- * kernel per mode, a topk-summing GEMM2 and in the block modes every
- * self-quantizing GEMM1, compile for sm_90a and sm_80, where the fp8
- * modes are pruned for their conversions. */
+ * dtype, format and epilogue (the topk sums, "sum" and "lastsum", only with
+ * the two slot-routed tiles, with and without lookahead), and in the block
+ * modes a fifth that quantizes its own A rows (AQUANT=cta: standard
+ * format, no topk sum); one kernel per mode, a GEMM2 of each topk sum and
+ * in the block modes every self-quantizing GEMM1, compile for sm_90a and
+ * sm_80, where the fp8 modes are pruned for their conversions. */
 static void test_gemv_defaults_compile(void **state)
 {
     (void)state;
@@ -603,7 +603,7 @@ static void test_gemv_defaults_compile(void **state)
     static const char *const archs[] = {"sm_90a", "sm_80"};
     mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[32];
+        mt_variant sample[40];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], NULL};
@@ -612,32 +612,35 @@ static void test_gemv_defaults_compile(void **state)
             const int none = (a == 1 && !strncmp(quants[q], "fp8", 3)) || q >= 7;
             const int block = strstr(quants[q], "-block") != NULL;
             /* two tiles x dtype x format x (store, silu, gelu), and the
-             * two slot-routed tiles in the standard format, with "sum" too;
-             * block modes: the self-quantizing tile x dtype x (store, silu,
-             * gelu) */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 4 + (block ? 2 * 3 : 0));
+             * two slot-routed tiles in the standard format, with "sum" and
+             * "lastsum" too; block modes: the self-quantizing tile x dtype x
+             * (store, silu, gelu) */
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 : 0));
             if (n)
                 sample[ns++] = v[(q * 7) % n];
-            size_t sums = 0;
-            int picked = 0;
-            for (size_t i = 0; i < n; i++)
-                if (!strcmp(mt_variant_get(&v[i], "epilogue"), "sum")) {
-                    assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
-                    sums++;
-                    /* with and without lookahead, from mode to mode */
-                    if (!picked && mt_variant_int(&v[i], "AHEAD", -1) == (int)(q % 2)) {
-                        sample[ns++] = v[i];
-                        picked = 1;
+            static const char *const sum_epis[] = {"sum", "lastsum"};
+            for (int e = 0; e < 2; e++) {
+                size_t sums = 0;
+                int picked = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (!strcmp(mt_variant_get(&v[i], "epilogue"), sum_epis[e])) {
+                        assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
+                        sums++;
+                        /* with and without lookahead, from mode to mode */
+                        if (!picked && mt_variant_int(&v[i], "AHEAD", -1) == (int)((q + e) % 2)) {
+                            sample[ns++] = v[i];
+                            picked = 1;
+                        }
                     }
-                }
-            assert_int_equal(sums, none ? 0 : 2 * 2);
-            assert_int_equal(picked, sums > 0);
+                assert_int_equal(sums, none ? 0 : 2 * 2);
+                assert_int_equal(picked, sums > 0);
+            }
             size_t cta = 0;
             for (size_t i = 0; i < n; i++)
                 if (!strcmp(mt_variant_get(&v[i], "AQUANT"), "cta")) {
                     assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
                     assert_string_equal(mt_variant_get(&v[i], "format"), "standard");
-                    assert_string_not_equal(mt_variant_get(&v[i], "epilogue"), "sum");
+                    assert_false(mt_variant_sums_topk(&v[i]));
                     sample[ns++] = v[i];   /* every one: each dtype and epilogue */
                     cta++;
                 }

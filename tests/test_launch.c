@@ -767,6 +767,42 @@ static void test_slot_routed_gemv(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* The plan of the topk-summing GEMM2 tests: a slot-routed silu GEMM1 and
+ * `gemm2`, for p (3 tokens, E 16, topk 4, K 512, N 384), run once: the
+ * two GEMM launches and no reduce step. *r: GEMM2's route. */
+static void run_summing_gemv(const char *gemm2, mt_problem *p, mt_moe_plan *plan, mt_moe_tensors *t,
+                             const mt_gemv_slot_args **r)
+{
+    char msg[512] = "";
+    mt_problem_init(p, 3, 16, 4, 512, 384);
+    default_plan(p, plan);
+    set_gemm(plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1");
+    set_gemm(plan, MT_STEP_GEMM2, gemm2);
+    fake_driver(0);
+    *t = fake_tensors();
+    assert_int_equal(run(plan, p, t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 2);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_false(mt_moe_plan_uses(plan, p, MT_STEP_REDUCE));
+    *r = &fake.route[1];
+    assert_int_equal((*r)->topk, 4);
+    assert_int_equal((*r)->gemm.ldc, 512);
+    assert_ptr_equal((*r)->gemm.row_weight, t->topk_weights);
+}
+
+/* The plan with its GEMM2 as GEMM1 too: refused, before any launch. */
+static void expect_gemm2_only(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t)
+{
+    char msg[512] = "";
+    mt_moe_plan first = *plan;
+    first.step[MT_STEP_GEMM1] = plan->step[MT_STEP_GEMM2];
+    fake_driver(0);
+    assert_int_equal(run(&first, p, t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "only GEMM2"));
+    assert_int_equal(fake.launches, 0);
+}
+
 /* A GEMM2 that sums each token's topk slots (grouped_gemv, epilogue
  * "sum"): no reduce launch, a CTA per token and column block, the output
  * tensor as its C; refused as GEMM1 and for a topk over what one warp of
@@ -775,24 +811,12 @@ static void test_token_sum_gemv(void **state)
 {
     (void)state;
     mt_problem p;
-    mt_problem_init(&p, 3, 16, 4, 512, 384);
     mt_moe_plan plan;
-    default_plan(&p, &plan);
+    mt_moe_tensors t;
+    const mt_gemv_slot_args *r;
     char msg[512] = "";
-    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1");
-    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1");
-    fake_driver(0);
-    mt_moe_tensors t = fake_tensors();
-    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 2);
-    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
-    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_REDUCE));
-    const mt_gemv_slot_args *r = &fake.route[1];
-    assert_int_equal(r->topk, 4);
+    run_summing_gemv("mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1", &p, &plan, &t, &r);
     assert_ptr_equal(r->gemm.C, t.out);
-    assert_int_equal(r->gemm.ldc, 512);
-    assert_ptr_equal(r->gemm.row_weight, t.topk_weights);
     assert_int_equal(fake.step_grid[MT_STEP_GEMM2], 3 * (512 / 16));    /* tokens x column blocks */
     assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 12 * (384 / 8));    /* slots x column blocks (silu: 8 a CTA) */
     /* The workspace has no per-slot GEMM2 output. */
@@ -818,13 +842,54 @@ static void test_token_sum_gemv(void **state)
     assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "with a row block per token"));
     assert_int_equal(fake.launches, 0);
+    expect_gemm2_only(&plan, &p, &t);
+}
 
-    mt_moe_plan first = plan;
-    first.step[MT_STEP_GEMM1] = plan.step[MT_STEP_GEMM2];
+/* A GEMM2 whose last CTA of a token sums its slots (grouped_gemv, epilogue
+ * "lastsum"): no reduce launch; the store's grid (a CTA per slot and
+ * column block) storing rows per slot in the workspace, the output tensor
+ * through the route's `out`, and a counter per token and column block after
+ * the flag words, which the run's first memset clears. Any topk; refused
+ * as GEMM1 and where it does not route by slot. */
+static void test_last_cta_sum_gemv(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_moe_plan plan;
+    mt_moe_tensors t;
+    const mt_gemv_slot_args *r;
+    char msg[512] = "";
+    run_summing_gemv("mtk_grouped_gemv_bf16_none_standard_lastsum_m1_n16_w4_u4_a1", &p, &plan, &t, &r);
+    assert_ptr_equal(r->out, t.out);
+    assert_ptr_not_equal(r->gemm.C, t.out);
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM2], 12 * (512 / 16));   /* slots x column blocks */
+    /* 3 tokens x 32 column blocks of counters, all inside the memset. */
+    const CUdeviceptr counts = (CUdeviceptr)(uintptr_t)r->gemm.tile_count;
+    assert_true(fake.memsets >= 1);
+    assert_true(counts > fake.memset_at[0]);
+    assert_true(counts + 3 * 32 * sizeof(int32_t) <= fake.memset_at[0] + fake.memset_words[0] * sizeof(int32_t));
+    /* The per-slot rows stay; the counters come on top of the store's. */
+    mt_moe_plan per_slot = plan;
+    set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1");
+    assert_true(mt_moe_workspace_size(&per_slot, &p) < mt_moe_workspace_size(&plan, &p));
+    assert_true(mt_moe_plan_uses(&per_slot, &p, MT_STEP_REDUCE));
+
+    mt_problem wide = p;   /* beyond the "sum" tiles' 32 */
+    wide.E = 64;
+    wide.topk = 33;
+    wide.local_E = 64;
     fake_driver(0);
-    assert_int_equal(run(&first, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
-    assert_non_null(strstr(msg, "only GEMM2"));
+    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 2);
+
+    mt_moe_plan aligned = plan;
+    claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
+    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
+    fake_driver(0);
+    assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "needs a row block per slot"));
     assert_int_equal(fake.launches, 0);
+    expect_gemm2_only(&plan, &p, &t);
 }
 
 /* GEMM2 reading its A rows by TMA (ALOAD=tma) in the standard format: the
@@ -1120,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
+        cmocka_unit_test(test_last_cta_sum_gemv),
         cmocka_unit_test(test_sorted_intermediate),
         cmocka_unit_test(test_tiled_topk_sum),
         cmocka_unit_test(test_local_experts_filled),

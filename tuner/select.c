@@ -65,9 +65,15 @@ static gemm_dims dims_of(const mt_problem *p, int second)
 #define MODEL_ALIGN_US 4.0
 /* Likewise the reduce step a GEMM2 that stores per slot leaves (alone
  * 4.7-5.3 us at one token on the H200, session 6), which a GEMM2 summing
- * the topk itself (grouped_gemv's epilogue "sum") does without. Counted in
- * GEMM2's model only. */
+ * the topk itself (grouped_gemv's epilogue "sum" or "lastsum") does
+ * without. Counted in GEMM2's model only. */
 #define MODEL_REDUCE_US 3.0
+/* What "lastsum" costs in its place: every CTA counts itself in after a
+ * fence, and the last of a token's reads their rows from L2 and sums them,
+ * at the end of the GEMM. On an H100 (session 44, one token, four problems)
+ * its GEMM2 alone took 2.3-3.2 us longer than the store twin's, and the
+ * pipeline 0.9-2.0 us longer than with the store and the reduce step. */
+#define MODEL_LAST_SUM_US 4.0
 
 static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
@@ -78,6 +84,8 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     /* "sum": a CTA per token and column block, walking the token's slots. */
     const char *epi = mt_variant_get(v, "epilogue");
     const int sums = second && epi && !strcmp(epi, "sum");
+    /* "lastsum": the store's CTAs, the last of a token's adding its rows. */
+    const int last = second && epi && !strcmp(epi, "lastsum");
     const double per_cta = sums ? (double)p->topk : 1.0;
     const gemm_dims d = dims_of(p, second);
     const double rows = d.rows, slots = d.slots, busy = d.busy, n_out = d.n_out, k = d.k, wb = d.wb;
@@ -94,7 +102,8 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     const double ctas = (sums ? (double)p->M : busy * mblocks) * ceil(n_out / bn);
     const double waves = ceil(ctas / ((double)sm_count * per_sm));
     const double t_mem = fmax(bytes / bw, waves * (GEMV_CTA_US + rounds * GEMV_ROUND_US) * 1e-6);
-    const double steps_us = (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US) - (sums ? MODEL_REDUCE_US : 0.0);
+    const double steps_us = (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US) - (sums || last ? MODEL_REDUCE_US : 0.0) +
+                            (last ? MODEL_LAST_SUM_US : 0.0);
     return fmax(0.1, fmax(t_mem, t_fma) * 1e6 + steps_us);
 }
 
@@ -313,9 +322,10 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
     if (mt_variant_quantizes_a(v))
         return !second && p->K <= MT_GEMV_AQ_MAX_K && !p->apply_router_weight_on_input;
-    if (epi && !strcmp(epi, "sum"))   /* the topk sum: GEMM2 of the standard format */
+    if (mt_variant_sums_topk(v))   /* the topk sum: GEMM2 of the standard format */
         return second && p->format == MT_FORMAT_STANDARD &&
-               (strcmp(v->family, "grouped_gemv") || p->topk <= MT_GEMV_SUM_MAX_TOPK);
+               (strcmp(v->family, "grouped_gemv") || strcmp(epi, "sum") ||
+                p->topk <= MT_GEMV_SUM_MAX_TOPK);
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
 }
 
@@ -356,7 +366,7 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
                 continue;
         } else {
             const mt_variant *key = &all[i];
-            if ((strcmp(epi, "store") && strcmp(epi, "sum")) || mt_variant_int(key, "BLOCK_M", 0) != block_m ||
+            if (!mt_variant_is_gemm2_epilogue(key) || mt_variant_int(key, "BLOCK_M", 0) != block_m ||
                 !mt_gemm_role_fits(key, p, 1))
                 continue;
             /* A tiled family's "sum" whose store twin is a candidate: stage 3

@@ -18,23 +18,24 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
 /* Can v serve as GEMM1 (second = 0) or GEMM2 of p? A tile that reads its A
  * rows by TMA (ALOAD=tma) needs them laid out per expert, which the
  * standard format's GEMM1 input is not (runtime/moe_launch.c refuses such a
- * plan); the topk sum in the epilogue ("sum") is GEMM2's of the standard
- * format (grouped_gemv's for a topk of at most MT_GEMV_SUM_MAX_TOPK); a
+ * plan); the topk sum in the epilogue ("sum", "lastsum") is GEMM2's of the
+ * standard format (grouped_gemv's "sum" for a topk of at most
+ * MT_GEMV_SUM_MAX_TOPK); a
  * tile that quantizes its own A rows (grouped_gemv AQUANT=cta) is GEMM1's,
  * for K up to MT_GEMV_AQ_MAX_K and without router weights on the input. */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Does kernel variant v add its rows into the output by atomics (a tiled
  * family's epilogue "sum": fp32 reductions in no fixed order, so not
- * bitwise reproducible run to run)? grouped_gemv's "sum" adds a token's
- * slots in order, a row block per token. */
+ * bitwise reproducible run to run)? grouped_gemv's "sum" and "lastsum" add
+ * a token's slots in order. */
 int mt_variant_sums_by_atomics(const mt_variant *v);
 
 /* Up to `max` variants of `all` for one stage, best modelled first:
  * stage 1 = GEMM1 candidates (epilogue "store" or p's activation, each with
  * a store sibling present, mt_gemm_role_fits), stage 2 = GEMM2 candidates ("store", or
- * "sum": grouped_gemv's, and a tiled family's when its store twin is not in the pool,
- * else stage 3 times it) whose
+ * a topk sum: grouped_gemv's "sum" and "lastsum", and a tiled family's "sum" when its
+ * store twin is not in the pool, else stage 3 times it) whose
  * BLOCK_M equals block_m, of any SPLIT_K (GEMM2's K is N, often far
  * shorter than GEMM1's, so it may want another split). Writes indices into
  * out; returns the count (0 when out of memory). */

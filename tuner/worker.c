@@ -514,8 +514,8 @@ static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
  * the standard format, the topk sum GEMM2's); along "epilogue", GEMM1 takes
- * "store" or the problem's own activation, GEMM2 "store" or "sum" (the topk
- * sum in its epilogue: this round weighs it against the reduce step), a
+ * "store" or the problem's own activation, GEMM2 "store" or a topk sum
+ * ("sum", "lastsum": this round weighs it against the reduce step), a
  * tiled family's "sum" (atomics) only under o->atomic_sums. */
 static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_problem *p, const mt_variant *u,
                      const char *param, int second)
@@ -530,7 +530,7 @@ static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_probl
     if (!epi)
         return 0;
     if (second)
-        return !strcmp(epi, "store") || !strcmp(epi, "sum");
+        return mt_variant_is_gemm2_epilogue(u);
     return !strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation));
 }
 

@@ -88,6 +88,15 @@ int mt_variant_is_gemm(const mt_variant *v);
  * each CTA its slot's token row of the 16-bit hidden states, into shared
  * memory), so that the pipeline has no quant step. */
 int mt_variant_quantizes_a(const mt_variant *v);
+/* 1 when GEMM variant v adds each token's topk slots itself, which only a
+ * GEMM2 of the standard format does: the epilogue "sum" (a tiled family's
+ * rows added into fp32 sums by atomics; grouped_gemv's a row block per
+ * token) or "lastsum" (grouped_gemv: rows stored per slot, the last CTA of
+ * a token's slots adding them into the output). */
+int mt_variant_sums_topk(const mt_variant *v);
+/* 1 when v's epilogue is one a GEMM2 may have: "store" (a row per slot, for
+ * the reduce step) or a topk sum (mt_variant_sums_topk). */
+int mt_variant_is_gemm2_epilogue(const mt_variant *v);
 
 /* Serialize to / parse from one line of text, as stored in the database:
  * "family=F;arch=A;version=V;threads=T;smem=S;name=N;p.K1=V1;p.K2=V2..." */

@@ -139,6 +139,22 @@ static mt_status run_plan(const mt_moe_plan *plan, const mt_problem *p, const mt
     return st;
 }
 
+/* Outputs of two pipelines that must agree byte for byte (one is the
+ * other with a step moved into a kernel that computes it the same way):
+ * name's output got, twin's ref. */
+static void compare_twins(const mt_problem *p, size_t out_bytes, const void *got, const void *ref,
+                          const char *desc, const char *name, const char *twin)
+{
+    const size_t es = mt_dtype_size(p->dtype);
+    int64_t differ = 0;
+    for (size_t i = 0; i < out_bytes; i += es)
+        differ += memcmp((const char *)got + i, (const char *)ref + i, es) != 0;
+    if (differ)
+        mm_failures++;
+    printf("%s twin   %-92s %-64s %lld of %lld values differ from %s\n", differ ? "FAIL" : "PASS",
+           desc, name, (long long)differ, (long long)(out_bytes / es), twin);
+}
+
 /* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
  * code on the same rows, and its products the step-fed tile's: so plan's
  * output (got) must equal, byte for byte, that of the same pipeline with
@@ -169,14 +185,7 @@ static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const 
         assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
         return;
     }
-    const size_t es = mt_dtype_size(p->dtype);
-    int64_t differ = 0;
-    for (size_t i = 0; i < out_bytes; i += es)
-        differ += memcmp((const char *)got + i, (const char *)ref + i, es) != 0;
-    if (differ)
-        mm_failures++;
-    printf("%s twin   %-92s %-64s %lld of %lld values differ from %s\n", differ ? "FAIL" : "PASS",
-           desc, cta->name, (long long)differ, (long long)(out_bytes / es), twin->v.name);
+    compare_twins(p, out_bytes, got, ref, desc, cta->name, twin->v.name);
     free(ref);
 }
 
@@ -231,6 +240,7 @@ void mm_run_case(const qcase *c, uint64_t seed)
     }
     size_t out_bytes = (size_t)((batched ? brows : p.M) * p.K) * es;
     void *got = malloc(out_bytes + 16);
+    void *stored = malloc(out_bytes + 16);   /* a store pipeline's output, for its lastsum twin */
     void *got_comb = malloc((size_t)(p.M * p.K) * es + 16);
     CUdeviceptr ws = 0, comb = 0;
     size_t ws_size = 0;
@@ -259,18 +269,26 @@ void mm_run_case(const qcase *c, uint64_t seed)
             mm_failures++;
             continue;
         }
-        /* A slot-routed pipeline runs twice: GEMM2 storing per slot (then the
-         * reduce step), and GEMM2 summing each token's slots itself
-         * (grouped_gemv, epilogue "sum"). */
-        const mt_kernel *sum2 =
-            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum");
-        for (int pass = 0; pass < (sum2 ? 2 : 1); pass++) {
+        /* A slot-routed pipeline runs three times: GEMM2 storing per slot
+         * (then the reduce step), GEMM2 summing each token's slots itself
+         * (grouped_gemv, epilogue "sum"), and GEMM2 storing per slot with
+         * its last CTA of each token summing them ("lastsum"), whose output
+         * must equal the first run's byte for byte (the reduce step's own
+         * code adds the same rows). */
+        const mt_kernel *gemm2[3] = {
+            &plan.step[MT_STEP_GEMM2],
+            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum"),
+            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "lastsum")};
+        char stored_by[sizeof plan.step[MT_STEP_GEMM2].v.name] = "";   /* the first run's GEMM2, once it ran */
+        for (int pass = 0; pass < 3; pass++) {
+            if (!gemm2[pass])
+                continue;
             /* The GEMM1 that runs: v, or the twin mt_plan_compose took where v
              * cannot be this problem's GEMM1. */
             const char *name = plan.step[MT_STEP_GEMM1].v.name;
-            if (pass == 1) {
-                plan.step[MT_STEP_GEMM2] = *sum2;
-                name = sum2->v.name;
+            if (pass > 0) {
+                plan.step[MT_STEP_GEMM2] = *gemm2[pass];
+                name = gemm2[pass]->v.name;
                 if ((st = mt_moe_plan_check(&plan, &p, msg, sizeof msg))) {
                     printf("FAIL plan %s %s: %s\n", desc, name, msg);
                     mm_failures++;
@@ -306,6 +324,13 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 if (mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) &&
                     !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
                     check_step_twin(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc);
+                if (pass == 0 && gemm2[2]) {
+                    memcpy(stored, got, out_bytes);
+                    snprintf(stored_by, sizeof stored_by, "%s", plan.step[MT_STEP_GEMM2].v.name);
+                } else if (pass == 2 && stored_by[0]) {
+                    mm_runs++;
+                    compare_twins(&p, out_bytes, got, stored, desc, name, stored_by);
+                }
             }
         }
     }
@@ -320,6 +345,7 @@ void mm_run_case(const qcase *c, uint64_t seed)
     if (comb)
         mt_cu.cuMemFree(comb);
     free(got);
+    free(stored);
     free(got_comb);
     free(tokens);
     free(ref);
