@@ -45,7 +45,14 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
     size_t mark_size;
     k->pdl = arch_sm(v->arch) >= 90 &&
              mt_cu.cuModuleGetGlobal(&mark, &mark_size, k->module, "mt_pdl_aware") == CUDA_SUCCESS;
-    if (v->smem_bytes > 48 * 1024)
+    /* A block past 48 KiB of shared memory, dynamic and static together,
+     * needs the kernel's leave for its dynamic part (a kernel whose static
+     * size cannot be read is taken to have none, as before this asked). */
+    int static_smem = 0;
+    if (v->smem_bytes > 0 && mt_cu.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                                      k->fn) != CUDA_SUCCESS)
+        static_smem = 0;
+    if (v->smem_bytes > 0 && (int64_t)v->smem_bytes + static_smem > 48 * 1024)
         MT_CU_TRY(mt_cu.cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            v->smem_bytes),
                   msg, msg_size);

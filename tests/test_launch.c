@@ -767,6 +767,94 @@ static void test_slot_routed_gemv(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* ---- mt_kernel_load's shared-memory leave, on a fake driver ---- */
+
+static struct {
+    int static_smem;        /* what cuFuncGetAttribute reports; -1: it fails */
+    int set_calls, set_value;
+} fake_fn;
+
+static CUresult fake_module_load(CUmodule *m, const void *image)
+{
+    (void)image;
+    *m = (CUmodule)(uintptr_t)0x2000;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_get_function(CUfunction *f, CUmodule m, const char *name)
+{
+    (void)m;
+    (void)name;
+    *f = (CUfunction)(uintptr_t)0x3000;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_get_global(CUdeviceptr *p, size_t *n, CUmodule m, const char *name)
+{
+    (void)p;
+    (void)n;
+    (void)m;
+    (void)name;
+    return CUDA_ERROR_NOT_FOUND;
+}
+static CUresult fake_func_get(int *value, CUfunction_attribute attr, CUfunction f)
+{
+    (void)f;
+    if (attr != CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES || fake_fn.static_smem < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *value = fake_fn.static_smem;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_func_set(CUfunction f, CUfunction_attribute attr, int value)
+{
+    (void)f;
+    assert_int_equal(attr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    fake_fn.set_calls++;
+    fake_fn.set_value = value;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_module_unload(CUmodule m)
+{
+    (void)m;
+    return CUDA_SUCCESS;
+}
+
+/* A kernel asks for more than the default 48 KiB of shared memory a block
+ * when its dynamic and static parts together exceed it (a 48 KiB ring and
+ * 32 bytes of static tables failed to launch before, session 44), not
+ * otherwise, and a driver that cannot tell the static size counts it as 0. */
+static void test_kernel_load_smem_leave(void **state)
+{
+    (void)state;
+    static const struct {
+        int dynamic, static_smem, asks;
+    } cases[] = {{49152, 32, 1}, {49152, 0, 0}, {46080, 0, 0}, {46080, 4096, 1},
+                 {65536, 0, 1},  {0, 49152, 0}, {49152, -1, 0}, {65536, -1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&mt_cu, 0, sizeof mt_cu);
+        mt_cu.cuModuleLoadData = fake_module_load;
+        mt_cu.cuModuleGetFunction = fake_get_function;
+        mt_cu.cuModuleGetGlobal = fake_get_global;
+        mt_cu.cuFuncGetAttribute = fake_func_get;
+        mt_cu.cuFuncSetAttribute = fake_func_set;
+        mt_cu.cuModuleUnload = fake_module_unload;
+        memset(&fake_fn, 0, sizeof fake_fn);
+        fake_fn.static_smem = cases[i].static_smem;
+        mt_variant v;
+        memset(&v, 0, sizeof v);
+        snprintf(v.name, sizeof v.name, "mtk_test");
+        snprintf(v.family, sizeof v.family, "grouped_gemv");
+        snprintf(v.arch, sizeof v.arch, "sm_90a");
+        v.threads = 256;
+        v.smem_bytes = cases[i].dynamic;
+        mt_kernel k;
+        char msg[256] = "";
+        assert_int_equal(mt_kernel_load(&k, &v, "image", msg, sizeof msg), MT_OK);
+        assert_int_equal(fake_fn.set_calls, cases[i].asks);
+        if (cases[i].asks)
+            assert_int_equal(fake_fn.set_value, cases[i].dynamic);
+        mt_kernel_unload(&k);
+    }
+}
+
 /* The plan of the topk-summing GEMM2 tests: a slot-routed silu GEMM1 and
  * `gemm2`, for p (3 tokens, E 16, topk 4, K 512, N 384), run once: the
  * two GEMM launches and no reduce step. *r: GEMM2's route. */
@@ -1186,6 +1274,7 @@ int main(void)
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),
         cmocka_unit_test(test_last_cta_sum_gemv),
+        cmocka_unit_test(test_kernel_load_smem_leave),
         cmocka_unit_test(test_sorted_intermediate),
         cmocka_unit_test(test_tiled_topk_sum),
         cmocka_unit_test(test_local_experts_filled),
