@@ -891,6 +891,30 @@ static void expect_gemm2_only(const mt_moe_plan *plan, const mt_problem *p, cons
     assert_int_equal(fake.launches, 0);
 }
 
+/* The plan run on p with a topk of 33 (E 64), past the "sum" tiles' 32. */
+static mt_status run_topk33(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t, char *msg,
+                            size_t msg_size)
+{
+    mt_problem wide = *p;
+    wide.E = 64;
+    wide.topk = 33;
+    wide.local_E = 64;
+    fake_driver(0);
+    return run(plan, &wide, t, msg, msg_size);
+}
+
+/* The plan with its GEMM2 claiming row blocks of 8 (a damaged database's
+ * variant text) behind an aligned GEMM1, run on p. */
+static mt_status run_aligned_gemm2(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_tensors *t,
+                                   char *msg, size_t msg_size)
+{
+    mt_moe_plan aligned = *plan;
+    claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
+    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
+    fake_driver(0);
+    return run(&aligned, p, t, msg, msg_size);
+}
+
 /* A GEMM2 that sums each token's topk slots (grouped_gemv, epilogue
  * "sum"): no reduce launch, a CTA per token and column block, the output
  * tensor as its C; refused as GEMM1 and for a topk over what one warp of
@@ -912,22 +936,12 @@ static void test_token_sum_gemv(void **state)
     set_gemm(&per_slot, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1");
     assert_true(mt_moe_workspace_size(&plan, &p) + 12 * 512 * 2 <= mt_moe_workspace_size(&per_slot, &p));
 
-    mt_problem wide = p;
-    wide.E = 64;
-    wide.topk = 33;
-    wide.local_E = 64;
-    fake_driver(0);
-    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_int_equal(run_topk33(&plan, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "at most 32 topk slots per token; the problem has topk=33"));
     assert_int_equal(fake.launches, 0);
 
-    /* A summing GEMM2 that does not route by slot (a damaged database's
-     * variant text): refused, for that reason. */
-    mt_moe_plan aligned = plan;
-    claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
-    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
-    fake_driver(0);
-    assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    /* A summing GEMM2 that does not route by slot: refused, for that reason. */
+    assert_int_equal(run_aligned_gemm2(&plan, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "with a row block per token"));
     assert_int_equal(fake.launches, 0);
     expect_gemm2_only(&plan, &p, &t);
@@ -962,19 +976,10 @@ static void test_last_cta_sum_gemv(void **state)
     assert_true(mt_moe_workspace_size(&per_slot, &p) < mt_moe_workspace_size(&plan, &p));
     assert_true(mt_moe_plan_uses(&per_slot, &p, MT_STEP_REDUCE));
 
-    mt_problem wide = p;   /* beyond the "sum" tiles' 32 */
-    wide.E = 64;
-    wide.topk = 33;
-    wide.local_E = 64;
-    fake_driver(0);
-    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(run_topk33(&plan, &p, &t, msg, sizeof msg), MT_OK);
     assert_int_equal(fake.launches, 2);
 
-    mt_moe_plan aligned = plan;
-    claim_block_m(&aligned.step[MT_STEP_GEMM2].v, "8");
-    set_gemm(&aligned, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m8_n16_w8_u4_a1");
-    fake_driver(0);
-    assert_int_equal(run(&aligned, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_int_equal(run_aligned_gemm2(&plan, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "needs a row block per slot"));
     assert_int_equal(fake.launches, 0);
     expect_gemm2_only(&plan, &p, &t);
