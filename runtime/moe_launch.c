@@ -115,21 +115,20 @@ void mt_kernel_unload(mt_kernel *k)
         memset(k, 0, sizeof *k);
 }
 
-/* Does GEMM kernel k sum each token's topk slots after storing them, its
- * last CTA of a token doing it (grouped_gemv's epilogue "lastsum")? */
-static int sums_when_last(const mt_kernel *k)
+/* Is GEMM kernel k's epilogue `epilogue`? */
+static int has_epilogue(const mt_kernel *k, const char *epilogue)
 {
     const char *epi = mt_variant_get(&k->v, "epilogue");
-    return epi && !strcmp(epi, "lastsum");
+    return epi && !strcmp(epi, epilogue);
 }
 
 /* Does GEMM kernel k apply the activation-and-mul in its epilogue (silu,
- * gelu: a tile of BLOCK_N / 2 gate and as many up columns)? "store", "sum"
- * and "lastsum" write the product's columns as they are. */
+ * gelu: a tile of BLOCK_N / 2 gate and as many up columns)? "store" and
+ * the topk sums, "sum" and "lastsum", write the product's columns as they
+ * are. */
 static int fuses_activation(const mt_kernel *k)
 {
-    const char *epi = mt_variant_get(&k->v, "epilogue");
-    return epi && strcmp(epi, "store") != 0 && strcmp(epi, "sum") != 0 && !sums_when_last(k);
+    return mt_variant_get(&k->v, "epilogue") && !has_epilogue(k, "store") && !mt_variant_sums_topk(&k->v);
 }
 
 static int gemm1_fused(const mt_moe_plan *plan)
@@ -168,15 +167,8 @@ static int sorted_intermediate(const mt_moe_plan *plan, const mt_problem *p)
            reads_a_by_tma(&plan->step[MT_STEP_GEMM2]);
 }
 
-/* Does GEMM kernel k add each token's topk slots itself (the epilogue
- * "sum")? */
-static int has_sum_epilogue(const mt_kernel *k)
-{
-    const char *epi = mt_variant_get(&k->v, "epilogue");
-    return epi && !strcmp(epi, "sum");
-}
-
-/* Does the plan's GEMM2 do so? A slot-routed one (grouped_gemv, a row block
+/* Does the plan's GEMM2 add each token's topk slots itself (the epilogue
+ * "sum")? A slot-routed one (grouped_gemv, a row block
  * per token) then writes the output tensor and leaves the reduce step
  * nothing to do (gemm2_writes_out); a tiled one (grouped_gemm,
  * grouped_gemm_sm90) adds its rows into fp32 sums in the workspace, zeroed
@@ -184,7 +176,7 @@ static int has_sum_epilogue(const mt_kernel *k)
  * (gemm2_sums_f32). */
 static int gemm2_sums(const mt_moe_plan *plan)
 {
-    return plan->step[MT_STEP_GEMM2].fn && has_sum_epilogue(&plan->step[MT_STEP_GEMM2]);
+    return plan->step[MT_STEP_GEMM2].fn && has_epilogue(&plan->step[MT_STEP_GEMM2], "sum");
 }
 static int gemm2_writes_out(const mt_moe_plan *plan)
 {
@@ -199,7 +191,7 @@ static int gemm2_sums_f32(const mt_moe_plan *plan)
  * step; counters in the workspace, zeroed with the flags)? */
 static int gemm2_sums_last(const mt_moe_plan *plan)
 {
-    return plan->step[MT_STEP_GEMM2].fn && sums_when_last(&plan->step[MT_STEP_GEMM2]);
+    return plan->step[MT_STEP_GEMM2].fn && has_epilogue(&plan->step[MT_STEP_GEMM2], "lastsum");
 }
 
 /* The first moe_reduce version that reads fp32 sums (mt_reduce_args.y_f32). */
