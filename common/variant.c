@@ -51,7 +51,19 @@ int mt_variant_is_gemm(const mt_variant *v)
 int mt_variant_quantizes_a(const mt_variant *v)
 {
     const char *aq = mt_variant_get(v, "AQUANT");
-    return aq && !strcmp(aq, "cta");
+    return aq && strcmp(aq, "step") != 0;
+}
+
+const char *mt_variant_a_activation(const mt_variant *v)
+{
+    const char *aq = mt_variant_get(v, "AQUANT");
+    return aq && strcmp(aq, "step") && strcmp(aq, "cta") ? aq : NULL;
+}
+
+int mt_variant_quantizes_out(const mt_variant *v)
+{
+    const char *oq = mt_variant_get(v, "OQUANT");
+    return oq && !strcmp(oq, "last");
 }
 
 int mt_variant_sums_topk(const mt_variant *v)
@@ -190,8 +202,7 @@ mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t ms
     return st;
 }
 
-int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1,
-                               const char *p2)
+int mt_variant_differs_only_among(const mt_variant *v, const mt_variant *like, const char *const *free_params)
 {
     if (strcmp(v->family, like->family) || v->nparams != like->nparams)
         return 0;
@@ -199,11 +210,20 @@ int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, cons
         const char *name = like->params[i].name;
         if (strcmp(v->params[i].name, name))
             return 0;
-        const int free_param = !strcmp(name, p1) || (p2 && !strcmp(name, p2));
+        int free_param = 0;
+        for (int f = 0; free_params[f] && !free_param; f++)
+            free_param = !strcmp(name, free_params[f]);
         if (!free_param && strcmp(v->params[i].value, like->params[i].value))
             return 0;
     }
     return 1;
+}
+
+int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1,
+                               const char *p2)
+{
+    const char *const free_params[] = {p1, p2, NULL};
+    return mt_variant_differs_only_among(v, like, free_params);
 }
 
 int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char *param,

@@ -148,6 +148,18 @@ static int gemm1_quantizes_a(const mt_moe_plan *plan)
     return plan->step[MT_STEP_GEMM1].fn && mt_variant_quantizes_a(&plan->step[MT_STEP_GEMM1].v);
 }
 
+/* Does the plan's GEMM2 activate and quantize GEMM1's stored output itself
+ * (grouped_gemv AQUANT=silu, gelu), or its GEMM1 quantize its activated
+ * output for it (OQUANT=last), so that the pipeline has no act step? */
+static int gemm2_quantizes_a(const mt_moe_plan *plan)
+{
+    return plan->step[MT_STEP_GEMM2].fn && mt_variant_quantizes_a(&plan->step[MT_STEP_GEMM2].v);
+}
+static int gemm1_quantizes_out(const mt_moe_plan *plan)
+{
+    return plan->step[MT_STEP_GEMM1].fn && mt_variant_quantizes_out(&plan->step[MT_STEP_GEMM1].v);
+}
+
 /* Does GEMM kernel k read its A rows by TMA, a box of consecutive rows per
  * tile (grouped_gemm_sm90 ALOAD=tma), so that they must be laid out per
  * expert? */
@@ -223,7 +235,8 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
         return p->format == MT_FORMAT_STANDARD && !slot_routed(&plan->step[MT_STEP_GEMM1]);
     case MT_STEP_REDUCE:
         return p->format == MT_FORMAT_STANDARD && !gemm2_writes_out(plan) && !gemm2_sums_last(plan);
-    case MT_STEP_ACT: return w8a8 || !gemm1_fused(plan);   /* w8a8: it quantizes */
+    case MT_STEP_ACT:   /* w8a8: it quantizes, unless a GEMM does */
+        return w8a8 ? !gemm2_quantizes_a(plan) && !gemm1_quantizes_out(plan) : !gemm1_fused(plan);
     case MT_STEP_QUANT: return w8a8 && !gemm1_quantizes_a(plan);
     default: return 1;
     }
@@ -274,6 +287,59 @@ static mt_status expect_param(const mt_kernel *k, mt_step s, const char *param, 
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "%s kernel %s has %s=%s but the problem needs %s", mt_step_name(s),
                        k->v.name, param, have ? have : "(none)", want);
+    return MT_OK;
+}
+
+/* The GEMMs that quantize their own A rows (grouped_gemv AQUANT other than
+ * "step"): GEMM1's token rows as they are ("cta"), GEMM2's after the
+ * activation-and-mul of GEMM1's stored gate and up halves ("silu",
+ * "gelu"), each into shared memory of at most MT_GEMV_AQ_MAX_K bytes (a
+ * GEMM2 that sums the topk, "sum", holds every slot of its token). */
+static mt_status check_own_quant(const mt_moe_plan *plan, const mt_problem *p, char *msg, size_t msg_size)
+{
+    const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
+    const char *act1 = mt_variant_a_activation(&g1->v), *act2 = mt_variant_a_activation(&g2->v);
+    if (act1)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s applies %s to GEMM1's output before it quantizes it, which "
+                       "is GEMM2's work: take its AQUANT=step or AQUANT=cta twin", g1->v.name, act1);
+    if (mt_variant_quantizes_a(&g2->v) && !act2)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s quantizes its A rows as they are (AQUANT=cta), which is "
+                       "GEMM1's work: take its AQUANT=step twin, or its AQUANT=%s twin that "
+                       "applies the activation first", g2->v.name, mt_activation_name(p->activation));
+    if (mt_variant_quantizes_a(&g1->v) && p->K > MT_GEMV_AQ_MAX_K)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s quantizes its A rows in shared memory, at most K=%d; the "
+                       "problem has K=%lld", g1->v.name, MT_GEMV_AQ_MAX_K, (long long)p->K);
+    if (mt_variant_quantizes_a(&g1->v) && p->apply_router_weight_on_input)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s quantizes its token rows as they are, and this problem "
+                       "weighs each slot's row by its router weight first (the quant step does "
+                       "that): take its AQUANT=step twin", g1->v.name);
+    if (mt_variant_quantizes_out(&g2->v))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s quantizes its output for a GEMM after it, which is GEMM1's "
+                       "work", g2->v.name);
+    if (!act2)
+        return MT_OK;
+    if (strcmp(act2, mt_activation_name(p->activation)))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s applies %s to GEMM1's output, and the problem's activation "
+                       "is %s: take its AQUANT=%s twin", g2->v.name, act2,
+                       mt_activation_name(p->activation), mt_activation_name(p->activation));
+    if (gemm1_fused(plan))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s applies the activation to GEMM1's stored gate and up "
+                       "halves, and gemm1 kernel %s applies it already (epilogue %s): take a "
+                       "GEMM1 with epilogue store", g2->v.name, g1->v.name,
+                       mt_variant_get(&g1->v, "epilogue"));
+    const int64_t rows = gemm2_writes_out(plan) ? p->topk : 1;
+    if (rows * p->N > MT_GEMV_AQ_MAX_K)
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm2 kernel %s quantizes %lld row(s) of N=%lld in shared memory, at most "
+                       "%d values; take its AQUANT=step twin", g2->v.name, (long long)rows,
+                       (long long)p->N, MT_GEMV_AQ_MAX_K);
     return MT_OK;
 }
 
@@ -363,19 +429,8 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
                                   msg, msg_size))) {
         return st;
     }
-    if (mt_variant_quantizes_a(&g2->v))
-        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm2 kernel %s quantizes its A rows itself, which only GEMM1 does (GEMM2's "
-                       "come from the act step): take its AQUANT=step twin", g2->v.name);
-    if (mt_variant_quantizes_a(&g1->v) && p->K > MT_GEMV_AQ_MAX_K)
-        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm1 kernel %s quantizes its A rows in shared memory, at most K=%d; the "
-                       "problem has K=%lld", g1->v.name, MT_GEMV_AQ_MAX_K, (long long)p->K);
-    if (mt_variant_quantizes_a(&g1->v) && p->apply_router_weight_on_input)
-        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm1 kernel %s quantizes its token rows as they are, and this problem "
-                       "weighs each slot's row by its router weight first (the quant step does "
-                       "that): take its AQUANT=step twin", g1->v.name);
+    if ((st = check_own_quant(plan, p, msg, msg_size)))
+        return st;
     if (mt_variant_int(&g1->v, "BLOCK_M", 0) != mt_variant_int(&g2->v, "BLOCK_M", -1))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
                        "gemm1 %s and gemm2 %s must share BLOCK_M", g1->v.name, g2->v.name);
@@ -536,7 +591,7 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     L.grid2 = gemm_grid(g2, L.tiles2);
     /* Counters: split-K's per tile, a last-CTA sum's per token and column
      * block (fewer than GEMM2's tiles, a tile per slot and block). */
-    const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan);
+    const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan) || gemm1_quantizes_out(plan);
     L.zero_words = WS_FLAGS + (counted ? L.tiles1 + L.tiles2 : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
@@ -554,8 +609,10 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
         const int q1 = mt_moe_plan_uses(plan, p, MT_STEP_QUANT);
         L.q1 = take(&off, q1 ? (size_t)L.rows1 * (size_t)p->K : 0);
         L.s1 = take(&off, q1 ? (size_t)(tensor ? 1 : L.rows1 * act_scales_per_row(p, p->K)) * sizeof(float) : 0);
-        L.q2 = take(&off, (size_t)L.rows_mid * (size_t)p->N);
-        L.s2 = take(&off, (size_t)(tensor ? 1 : L.rows_mid * act_scales_per_row(p, p->N)) * sizeof(float));
+        /* (none where GEMM2 quantizes its own A rows) */
+        const int q2 = !gemm2_quantizes_a(plan);
+        L.q2 = take(&off, q2 ? (size_t)L.rows_mid * (size_t)p->N : 0);
+        L.s2 = take(&off, q2 ? (size_t)(tensor ? 1 : L.rows_mid * act_scales_per_row(p, p->N)) * sizeof(float) : 0);
     }
     /* GEMM2's output: a row per slot, or the fp32 sums of a summing GEMM2. */
     L.c3 = take(&off, p->format != MT_FORMAT_STANDARD || gemm2_writes_out(plan) ? 0
@@ -1027,11 +1084,15 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     mt_gemv_slot_args route = {.topk_ids = t->topk_ids, .expert_map = emap, .error_flag = flags,
                                .num_experts = (int32_t)p->E, .local_experts = (int32_t)p->local_E,
                                .topk = (int32_t)p->topk, .out = t->out};
+    if (gemm1_quantizes_out(plan)) {   /* GEMM1 writes GEMM2's A as the act step would */
+        route.act_q = (uint8_t *)(base + L.q2);
+        route.act_scale = (float *)(base + L.s2);
+    }
     if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
                           L.rows1, &g1, &route, msg, msg_size)))
         return st;
-    const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) != 0;
+    const int run_act = (steps & MT_STEP_BIT(MT_STEP_ACT)) && mt_moe_plan_uses(plan, p, MT_STEP_ACT);
     if (run_act && w8a8) {
         mt_quant_args q2 = qa;
         q2.in = c1;
@@ -1057,11 +1118,15 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
                          msg_size)))
             return st;
     }
+    /* GEMM2's A: the act step's output (or the same written by GEMM1), or
+     * GEMM1's gate and up halves where GEMM2 activates and quantizes them
+     * itself. */
+    const int q2_in = w8a8 && !gemm2_quantizes_a(plan);
     mt_gemm_args g2 = g1;
-    g2.A = w8a8 ? (const void *)(base + L.q2) : c2;
+    g2.A = q2_in ? (const void *)(base + L.q2) : w8a8 ? (const void *)c1 : c2;
     g2.B = t->w2;
     g2.C = c3;
-    g2.lda = p->N;
+    g2.lda = w8a8 && !q2_in ? 2 * p->N : p->N;
     g2.ldb = p->N;
     g2.ldc = p->K;
     g2.b_expert_stride = p->K * p->N;
@@ -1073,7 +1138,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.N = (int32_t)p->K;
     g2.K = (int32_t)p->N;
     g2.n_half = 0;
-    g2.a_scale = w8a8 ? (const float *)(base + L.s2) : NULL;
+    g2.a_scale = q2_in ? (const float *)(base + L.s2) : NULL;
     g2.b_scale = t->w2_scale;
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);

@@ -184,13 +184,31 @@ __device__ __forceinline__ quant_row<T> quant_row_of(const mt_quant_args &a, int
     return q;
 }
 
-template <class T, int ACT>
-__device__ __forceinline__ void load_chunk(const mt_quant_args &a, const quant_row<T> &row, int c, chunk_raw &k)
+/* How chunks are loaded: plain loads (the steps' input, written by the
+ * step before), or through L2 (ldcg_chunks: rows that other CTAs of the
+ * same kernel wrote). */
+struct plain_chunks {
+    __device__ __forceinline__ vec8 operator()(const void *p) const { return *reinterpret_cast<const vec8 *>(p); }
+};
+struct ldcg_chunks {
+    __device__ __forceinline__ vec8 operator()(const void *p) const
+    {
+        vec8 v;
+        asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                     : "l"(p));
+        return v;
+    }
+};
+
+template <class T, int ACT, class Ld = plain_chunks>
+__device__ __forceinline__ void load_chunk(const mt_quant_args &a, const quant_row<T> &row, int c, chunk_raw &k,
+                                           Ld ld = {})
 {
     const T *in = row.in + c * 8;
-    k.x = *reinterpret_cast<const vec8 *>(in);
+    k.x = ld(in);
     if constexpr (ACT >= 0)
-        k.u = *reinterpret_cast<const vec8 *>(in + a.n);
+        k.u = ld(in + a.n);
     else
         k.w = row.w;
 }
@@ -380,15 +398,23 @@ __device__ void act_quant_token_wide(const mt_quant_args &a)
 }
 
 /* GRAN 3: a warp per stretch of UNITS passes of a row, as in act_quant.cuh
- * (block_rows), over the warps w: the grid's, or one CTA's. */
+ * (block_rows), over the warps w: the grid's, or one CTA's; row_of(r)
+ * gives row r's input (quant_row_of: row r / row_div of a.in), loaded by
+ * Ld (plain_chunks, ldcg_chunks). */
+template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS, class Ld = plain_chunks, class Warps,
+          class RowOf>
+__device__ __forceinline__ void act_quant_block_rows(const mt_quant_args &a, Warps w, RowOf &&row_of)
+{
+    block_rows<Q, THREADS, UNITS, chunk_raw>(
+        a, w, row_of,
+        [&](const quant_row<T> &row, int c, chunk_raw &k) { load_chunk<T, ACT>(a, row, c, k, Ld{}); },
+        [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT, STEPS>(a, k, v); },
+        [&](int r, int c, const float(&v)[8], float s) { chunk_scale<Q, STEPS>(s).store(a, r, c, v, true); });
+}
 template <class T, class Q, int ACT, int THREADS, int UNITS, bool STEPS, class Warps>
 __device__ void act_quant_block_wide(const mt_quant_args &a, Warps w)
 {
-    block_rows<Q, THREADS, UNITS, chunk_raw>(
-        a, w, [&](int r) { return quant_row_of<T, ACT>(a, r); },
-        [&](const quant_row<T> &row, int c, chunk_raw &k) { load_chunk<T, ACT>(a, row, c, k); },
-        [&](const chunk_raw &k, float(&v)[8]) { chunk_values<T, ACT, STEPS>(a, k, v); },
-        [&](int r, int c, const float(&v)[8], float s) { chunk_scale<Q, STEPS>(s).store(a, r, c, v, true); });
+    act_quant_block_rows<T, Q, ACT, THREADS, UNITS, STEPS>(a, w, [&](int r) { return quant_row_of<T, ACT>(a, r); });
 }
 
 template <class T, class Q, int GRAN, int ACT, int THREADS, int UNITS, bool STEPS = true>

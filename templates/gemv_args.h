@@ -40,6 +40,13 @@ typedef struct mt_gemv_slot_args {
      * counter per token and column block, 0 at launch and again after.
      * Last: kernels built before read the same prefix. */
     void *out;
+    /* A GEMM1 whose last CTA of each slot's 128-column group quantizes it
+     * (OQUANT "last"; the others ignore them): GEMM2's A, [num_slots,
+     * gemm.n_half] 8-bit values and [num_slots, ceil(gemm.n_half / 128)]
+     * scales, as the act step writes them; gemm.tile_count holds a counter
+     * per slot and group, 0 at launch and again after. Last, as out. */
+    uint8_t *act_q;
+    float *act_scale;
 } mt_gemv_slot_args;
 
 #endif

@@ -45,14 +45,25 @@
  * each column block adds their rows into the output (sum_token_if_last):
  * no reduce launch, at the store's number of CTAs.
  *
- * AQ_CTA (BM = 1, block modes, GEMM1): A holds the 16-bit hidden rows, and
- * each CTA quantizes its slot's token row into shared memory after its
- * launch wait (quantize_a_row, grouped_gemv_own_quant.cuh: the act_quant
- * step's own code, so the same bytes and scales), so that the pipeline has
- * no quant step.
+ * AQ_CTA (BM = 1, block modes): A holds 16-bit rows, and each CTA
+ * quantizes its slot's row into shared memory after its launch wait
+ * (quantize_a_row, grouped_gemv_own_quant.cuh: the act_quant step's own
+ * code, so the same bytes and scales). GEMM1 (no AQ_ACT): the hidden rows,
+ * so that the pipeline has no quant step. GEMM2 (AQ_ACT: the activation):
+ * GEMM1's stored gate and up halves, activated and multiplied first, so
+ * that it has no act step; with "sum" the CTA does so for each of its
+ * token's slots.
+ *
+ * LAST_QUANT (BM = 1, block modes, GEMM1 with the activation fused): the
+ * activated columns are stored as the fused epilogue stores them, and the
+ * last of a slot's CTAs to finish each 128-column group quantizes the
+ * group for GEMM2 (quantize_group_if_last, grouped_gemv_own_quant.cuh: the
+ * act step's code over that stretch of the row, so the same bytes and
+ * scales), so that the pipeline has no act step.
  *
  * Cfg provides: T, QUANT, FORMAT, EPI, BM, BN, WARPS, UNROLL, AHEAD,
- * optionally AQ_CTA, and for gemm_tile.cuh GROUP_M = 1, WARPS_M = WARPS_N = 1.
+ * optionally AQ_CTA, AQ_ACT and LAST_QUANT, and for gemm_tile.cuh
+ * GROUP_M = 1, WARPS_M = WARPS_N = 1.
  */
 #pragma once
 #include "gemm_tile.cuh"
@@ -114,6 +125,16 @@ template <class C> __device__ constexpr auto quantizes_a_of(int) -> decltype(boo
 template <class C> __device__ constexpr bool quantizes_a_of(long) { return false; }
 template <class C> __device__ constexpr bool quantizes_a() { return quantizes_a_of<C>(0); }
 
+/* The activation such a CTA applies first (AQUANT "silu" 0, "gelu" 1:
+ * Cfg::AQ_ACT, a GEMM2 reading GEMM1's stored gate and up halves), -1 for
+ * none (AQUANT "cta": GEMM1's token rows as they are). As quantizes_a. */
+template <class C> __device__ constexpr auto aq_activation_of(int) -> decltype(int(C::AQ_ACT))
+{
+    return C::AQ_ACT;
+}
+template <class C> __device__ constexpr int aq_activation_of(long) { return -1; }
+template <class C> __device__ constexpr int aq_activation() { return aq_activation_of<C>(0); }
+
 /* Does Cfg's last CTA of a token sum its slots (epilogue "lastsum":
  * Cfg::LAST_SUM declared)? As quantizes_a. */
 template <class C> __device__ constexpr auto last_sums_of(int) -> decltype(bool(C::LAST_SUM))
@@ -122,6 +143,16 @@ template <class C> __device__ constexpr auto last_sums_of(int) -> decltype(bool(
 }
 template <class C> __device__ constexpr bool last_sums_of(long) { return false; }
 template <class C> __device__ constexpr bool last_sums() { return last_sums_of<C>(0); }
+
+/* Does Cfg's last CTA of each slot's 128-column group quantize GEMM1's
+ * activated output (OQUANT "last": Cfg::LAST_QUANT declared)? As
+ * quantizes_a. */
+template <class C> __device__ constexpr auto last_quants_of(int) -> decltype(bool(C::LAST_QUANT))
+{
+    return C::LAST_QUANT;
+}
+template <class C> __device__ constexpr bool last_quants_of(long) { return false; }
+template <class C> __device__ constexpr bool last_quants() { return last_quants_of<C>(0); }
 
 /* Where a CTA that quantizes its A row keeps it (shared memory): the 8-bit
  * values and a scale per 128 of them. Both NULL for the other kernels. */
@@ -146,6 +177,15 @@ __device__ __forceinline__ vec8 ld_cta_chunk(const unsigned char *p)
  * CUDA's atomics header into every image that includes it). */
 template <class Cfg>
 __device__ void quantize_a_row(const mt_gemm_args &a, int64_t arow, unsigned char *q, float *scale);
+/* Rows arows[0..n) of A so, a.K values and (a.K + 127) / 128 scales a
+ * row, at once. */
+template <class Cfg>
+__device__ void quantize_a_rows(const mt_gemm_args &a, const int64_t *arows, int n, unsigned char *q,
+                                float *scale);
+/* OQUANT "last": once this CTA has stored its columns of `slot` (column
+ * block nb), the last of the slot's CTAs of their 128-column group
+ * quantizes the group into s.act_q and s.act_scale. */
+template <class Cfg> __device__ void quantize_group_if_last(const mt_gemv_slot_args &s, int slot, int nb);
 
 /* A chunk as floats: 8 sixteen-bit values or 16 e4m3 values (in the same
  * order for A and B chunks, which is all a dot product needs). */
@@ -540,8 +580,8 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
     const int kl = lp.kl;
     const gemv_rows rows = {s_arow, s_crow, s_w};
     if constexpr (quantizes_a<Cfg>()) {
-        /* The slot's token row quantized once the launch wait is over (after
-         * the first weight loads where the launch lets them go out early:
+        /* The slot's row quantized once the launch wait is over (after the
+         * first weight loads where the launch lets them go out early:
          * gemv_may_load_early), before the first products. a.K is at most
          * MT_GEMV_AQ_MAX_K: mt_moe_plan_check, which every run passes
          * first, refuses a larger one. */
@@ -595,6 +635,16 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
     __shared__ float s_w[MT_GEMV_SUM_MAX_TOPK];
     __shared__ int s_live;
     const mt_gemm_args &a = s.gemm;
+    /* AQ_CTA: the token's live slot rows quantized, K bytes and kblocks
+     * scales apart (mt_moe_plan_check: topk * K at most MT_GEMV_AQ_MAX_K). */
+    unsigned char *aq_q = nullptr;
+    float *aq_s = nullptr;
+    if constexpr (quantizes_a<Cfg>()) {
+        __shared__ __align__(16) unsigned char s_aq[MT_GEMV_AQ_MAX_K];
+        __shared__ float s_as[MT_GEMV_AQ_MAX_K / 128 + MT_GEMV_SUM_MAX_TOPK];
+        aq_q = s_aq;
+        aq_s = s_as;
+    }
     const gemv_enter enter = {gemv_may_load_early<Cfg>(a)};
     if (!enter.pending)
         pdl_enter();
@@ -652,7 +702,11 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
                 break;
             const int64_t arow = s_arow[r];
             const int e = s_expert[r], kb = c * EPC / 128;
-            const vec8 ac = ld_act_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
+            vec8 ac;
+            if constexpr (quantizes_a<Cfg>())
+                ac = ld_cta_chunk(aq_q + (int64_t)r * a.K + c * 16);
+            else
+                ac = ld_act_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
             /* The slot's scale of column n[j]: router weight times what
              * stage_fragments (gemm_tile.cuh) multiplies the sum by. */
             float sc[2];
@@ -663,6 +717,8 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
                     sc[j] = a.a_scale[0] * a.b_scale[e];
                 else if constexpr (Q::GRAN == 2)
                     sc[j] = a.a_scale[arow] * a.b_scale[(int64_t)e * a.N + n];
+                else if constexpr (Q::GRAN == 3 && quantizes_a<Cfg>())
+                    sc[j] = aq_s[r * kblocks + kb] * a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
                 else if constexpr (Q::GRAN == 3)
                     sc[j] = a.a_scale[arow * a.a_scale_ld + kb] *
                             a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
@@ -685,8 +741,19 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
             }
         }
     };
-    stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round,
-                                           enter);
+    if constexpr (quantizes_a<Cfg>()) {
+        /* The rows quantized once the launch wait is over (after the first
+         * weight loads where the launch lets them go out early). */
+        auto enter_and_quantize = [&]() {
+            enter();
+            quantize_a_rows<Cfg>(a, s_arow, s_live, aq_q, aq_s);
+        };
+        stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round,
+                                               enter_and_quantize);
+    } else {
+        stream_rounds<Cfg::AHEAD, Cfg::UNROLL>(lp.kl, items, S::KL * Cfg::UNROLL, load_round, multiply_round,
+                                               enter);
+    }
 #pragma unroll
     for (int j = 0; j < 2; j++)
         acc[j] = pair_lanes_sum<S::KL>(acc[j]);
@@ -768,6 +835,14 @@ template <class Cfg> __device__ void grouped_gemv_slots(const mt_gemv_slot_args 
         static_assert(Cfg::BM == 1 && !gemv_shape<Cfg>::FUSED, "lastsum: GEMM2, a row block per slot");
         if (t.mb < s.gemm.num_slots)
             sum_token_if_last<Cfg>(s, t.mb, nb);
+    }
+    if constexpr (last_quants<Cfg>()) {
+        /* A dropped slot (bad input, another rank's expert) has no columns
+         * and no group: none of its CTAs counts in, and GEMM2 skips it. */
+        static_assert(Cfg::BM == 1 && gemv_shape<Cfg>::FUSED && gemv_shape<Cfg>::BLOCK,
+                      "OQUANT last: GEMM1 of the block modes, a row block per slot, activation fused");
+        if (t.expert >= 0)
+            quantize_group_if_last<Cfg>(s, t.mb, nb);
     }
 }
 

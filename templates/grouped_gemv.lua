@@ -17,7 +17,18 @@
 -- scaled 8-bit modes, GEMM1 only): each CTA quantizes its slot's token row
 -- of the 16-bit hidden states itself, into shared memory, by the act_quant
 -- step's own code (the same bytes and scales), so that the pipeline has no
--- quant step. Device code: grouped_gemv.cuh.
+-- quant step. AQUANT "silu" or "gelu" (BLOCK_M 1, the block-scaled 8-bit
+-- modes, GEMM2 only: "store", "sum" or "lastsum"): each CTA takes GEMM1's
+-- stored gate and up rows of its slots (16-bit, 2 x its K wide), applies
+-- the activation-and-mul and quantizes the result into shared memory, by
+-- the act step's own code (the same bytes and scales), so that the
+-- pipeline has no act step either. OQUANT "last" (BLOCK_M 1, the
+-- block-scaled 8-bit modes, GEMM1 with the activation fused, "silu" or
+-- "gelu"): GEMM1 stores its activated columns as the fused epilogue does,
+-- and the last CTA of a slot's to finish each 128-column group quantizes
+-- that group for GEMM2, by the act step's own code again (the same bytes
+-- and scales): no act step, each group quantized once. Device code:
+-- grouped_gemv.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 -- "sum" and "lastsum" store like "store" (the tile_shape of
@@ -42,9 +53,13 @@ end
 -- test matrices run both lane layouts: 32 lanes per pair (one pair a warp),
 -- and 8 (four pairs a warp, for short K such as DeepSeek-V3's GEMM2), and
 -- the routing by slot (standard format only: the batched one prunes it)
--- with and without the lookahead; in the block modes a fifth, last (so that
--- a lookup of a default by its shape meets the quant step's tile first),
--- that quantizes its own A row (AQUANT "cta").
+-- with and without the lookahead; in the block modes, last (so that a
+-- lookup of a default by its shape meets the step-fed tile first), that
+-- tile quantizing its own A rows: GEMM1's (AQUANT "cta") and GEMM2's after
+-- either activation (AQUANT "silu", "gelu"); and that tile quantizing its
+-- activated output for GEMM2 (OQUANT "last"), step-fed and with AQUANT
+-- "cta". Each names AQUANT and OQUANT, which would otherwise take every
+-- value.
 local function block_scaled(q) return q == "fp8-block" or q == "int8-block" end
 local defaults = {}
 for _, q in ipairs(QUANTS) do
@@ -53,17 +68,26 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2, AHEAD = 0 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 0 } }) do
-    local d = { quant = q, AQUANT = "step" }
+    local d = { quant = q, AQUANT = "step", OQUANT = "step" }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
 end
 for _, q in ipairs(QUANTS) do
   if block_scaled(q) then
-    defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                AQUANT = "cta" }
+    for _, aq in ipairs({ "cta", "silu", "gelu" }) do
+      defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
+                                  AQUANT = aq, OQUANT = "step" }
+    end
+    for _, aq in ipairs({ "step", "cta" }) do
+      defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
+                                  AQUANT = aq, OQUANT = "last" }
+    end
   end
 end
+-- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
+-- "silu", "gelu"; act_quant.cuh's numbering), nil for the others.
+local AQ_ACT = { silu = 0, gelu = 1 }
 
 return {
   family = "grouped_gemv",
@@ -84,10 +108,16 @@ return {
     -- before it multiplies this one: two rounds in flight, for long K, at
     -- twice the chunk registers (version 4).
     { name = "AHEAD",    abbrev = "a", values = { 0, 1 } },
-    -- Who quantizes GEMM1's A rows in the block modes: the quant step
-    -- ("step"), or each CTA its own row ("cta"; the kernels before it are
-    -- "step" and keep their names).
-    { name = "AQUANT",   abbrev = "aq", values = { "step", "cta" }, omit_in_name = "step" },
+    -- Who quantizes the A rows in the block modes: the quant or act step
+    -- ("step"), or each CTA its own rows: GEMM1's hidden rows as they are
+    -- ("cta"), GEMM2's after the activation-and-mul of GEMM1's stored
+    -- output ("silu", "gelu"). The kernels before it are "step" and keep
+    -- their names.
+    { name = "AQUANT",   abbrev = "aq", values = { "step", "cta", "silu", "gelu" }, omit_in_name = "step" },
+    -- Who quantizes GEMM1's activated output for GEMM2 in the block modes:
+    -- the act step ("step"), or the last CTA of each 128-column group of a
+    -- slot ("last"). The kernels before it are "step" and keep their names.
+    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step" },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -107,15 +137,29 @@ return {
     if p.epilogue == "lastsum" and p.BLOCK_M ~= 1 then
       return false, "the last CTA's topk sum counts a token's slots: BLOCK_M 1"
     end
-    if p.AQUANT == "cta" then
+    if p.AQUANT ~= "step" then
       if not block_scaled(p.quant) then
-        return false, "a CTA quantizes its own A row in the block-scaled modes only"
+        return false, "a CTA quantizes its own A rows in the block-scaled modes only"
       end
       if p.BLOCK_M ~= 1 then
-        return false, "a CTA quantizes its own A row with a row block per slot: BLOCK_M 1"
+        return false, "a CTA quantizes its own A rows with a row block per slot: BLOCK_M 1"
       end
-      if p.epilogue == "sum" or p.epilogue == "lastsum" then
-        return false, "the topk sum is GEMM2's, whose A rows the act step quantizes"
+      if p.AQUANT == "cta" and (p.epilogue == "sum" or p.epilogue == "lastsum") then
+        return false, "the topk sum is GEMM2's, whose A rows come from GEMM1: AQUANT silu or gelu"
+      end
+      if AQ_ACT[p.AQUANT] and EPI[p.epilogue] ~= 0 then
+        return false, "a CTA that activates its A rows is a GEMM2: epilogue store, sum or lastsum"
+      end
+    end
+    if p.OQUANT == "last" then
+      if not block_scaled(p.quant) then
+        return false, "the last CTA of a group quantizes GEMM1's output in the block-scaled modes only"
+      end
+      if p.BLOCK_M ~= 1 then
+        return false, "the last CTA of a slot's group counts its CTAs: BLOCK_M 1"
+      end
+      if p.epilogue ~= "silu" and p.epilogue ~= "gelu" then
+        return false, "the last CTA of a group quantizes activated columns: a fused activation (GEMM1)"
       end
     end
     local s = shape(p)
@@ -136,7 +180,7 @@ struct ${NAME}_cfg {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = ${EPI};
     static constexpr int BM = ${BM}, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
-    static constexpr bool AHEAD = ${AHEAD}${AQ}${LAST};
+    static constexpr bool AHEAD = ${AHEAD}${AQ}${LAST};${AQ_ACT}
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
@@ -147,9 +191,11 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
       AHEAD = p.AHEAD == 1 and "true" or "false",
       -- Only where set, so that the other kernels' sources stay as they were.
-      AQ = p.AQUANT == "cta" and ", AQ_CTA = true" or "",
-      LAST = p.epilogue == "lastsum" and ", LAST_SUM = true" or "",
-      OWN_QUANT = p.AQUANT == "cta" and '#include "grouped_gemv_own_quant.cuh"\n' or "",
+      AQ = p.AQUANT ~= "step" and ", AQ_CTA = true" or "",
+      AQ_ACT = AQ_ACT[p.AQUANT] and ("\n    static constexpr int AQ_ACT = " .. AQ_ACT[p.AQUANT] .. ";") or "",
+      LAST = (p.epilogue == "lastsum" and ", LAST_SUM = true" or "") ..
+             (p.OQUANT == "last" and ", LAST_QUANT = true" or ""),
+      OWN_QUANT = (p.AQUANT ~= "step" or p.OQUANT ~= "step") and '#include "grouped_gemv_own_quant.cuh"\n' or "",
       THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
       ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"
               or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })

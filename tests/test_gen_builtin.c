@@ -592,10 +592,15 @@ static void test_sm90_two_panel_tiles(void **state)
  * it has (none and the six w8a8 modes; no weight-only variant) for every
  * dtype, format and epilogue (the topk sums, "sum" and "lastsum", only with
  * the two slot-routed tiles, with and without lookahead), and in the block
- * modes a fifth that quantizes its own A rows (AQUANT=cta: standard
- * format, no topk sum); one kernel per mode, a GEMM2 of each topk sum and
- * in the block modes every self-quantizing GEMM1, compile for sm_90a and
- * sm_80, where the fp8 modes are pruned for their conversions. */
+ * modes that tile quantizing its own A rows: as they are (AQUANT=cta:
+ * standard format, no topk sum) and after either activation (AQUANT=silu,
+ * gelu: standard format, GEMM2's epilogues "store", "sum" and "lastsum"),
+ * and that tile (step-fed and quantizing its own A rows) quantizing its
+ * activated output for GEMM2 (OQUANT=last: standard format, a fused
+ * activation); one kernel per mode, a GEMM2 of each topk sum, and in the
+ * block modes every self-quantizing GEMM1 and the bf16 self-activating
+ * GEMM2s and output-quantizing GEMM1s, compile for sm_90a and sm_80, where
+ * the fp8 modes are pruned for their conversions. */
 static void test_gemv_defaults_compile(void **state)
 {
     (void)state;
@@ -603,7 +608,7 @@ static void test_gemv_defaults_compile(void **state)
     static const char *const archs[] = {"sm_90a", "sm_80"};
     mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[40];
+        mt_variant sample[64];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], NULL};
@@ -614,8 +619,10 @@ static void test_gemv_defaults_compile(void **state)
             /* two tiles x dtype x format x (store, silu, gelu), and the
              * two slot-routed tiles in the standard format, with "sum" and
              * "lastsum" too; block modes: the self-quantizing tile x dtype x
-             * (store, silu, gelu) */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 : 0));
+             * (store, silu, gelu), and x activation x (store, sum, lastsum),
+             * and the output-quantizing tiles (AQUANT step, cta) x dtype x
+             * (silu, gelu) */
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 2 * 2 * 2 : 0));
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             static const char *const sum_epis[] = {"sum", "lastsum"};
@@ -623,7 +630,8 @@ static void test_gemv_defaults_compile(void **state)
                 size_t sums = 0;
                 int picked = 0;
                 for (size_t i = 0; i < n; i++)
-                    if (!strcmp(mt_variant_get(&v[i], "epilogue"), sum_epis[e])) {
+                    if (!strcmp(mt_variant_get(&v[i], "epilogue"), sum_epis[e]) &&
+                        !mt_variant_quantizes_a(&v[i])) {
                         assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
                         sums++;
                         /* with and without lookahead, from mode to mode */
@@ -637,7 +645,8 @@ static void test_gemv_defaults_compile(void **state)
             }
             size_t cta = 0;
             for (size_t i = 0; i < n; i++)
-                if (!strcmp(mt_variant_get(&v[i], "AQUANT"), "cta")) {
+                if (!strcmp(mt_variant_get(&v[i], "AQUANT"), "cta") &&
+                    strcmp(mt_variant_get(&v[i], "OQUANT"), "last")) {
                     assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
                     assert_string_equal(mt_variant_get(&v[i], "format"), "standard");
                     assert_false(mt_variant_sums_topk(&v[i]));
@@ -645,6 +654,29 @@ static void test_gemv_defaults_compile(void **state)
                     cta++;
                 }
             assert_int_equal(cta, none || !block ? 0 : 2 * 3);
+            size_t acts = 0;
+            for (size_t i = 0; i < n; i++)
+                if (mt_variant_a_activation(&v[i])) {
+                    assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
+                    assert_string_equal(mt_variant_get(&v[i], "format"), "standard");
+                    assert_true(mt_variant_is_gemm2_epilogue(&v[i]));
+                    if (!strcmp(mt_variant_get(&v[i], "dtype"), "bf16"))
+                        sample[ns++] = v[i];
+                    acts++;
+                }
+            assert_int_equal(acts, none || !block ? 0 : 2 * 2 * 3);
+            size_t last = 0;
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(mt_variant_get(&v[i], "OQUANT"), "last")) {
+                    assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
+                    assert_string_equal(mt_variant_get(&v[i], "format"), "standard");
+                    assert_true(mt_variant_quantizes_out(&v[i]));
+                    assert_false(mt_variant_is_gemm2_epilogue(&v[i]));
+                    if (!strcmp(mt_variant_get(&v[i], "dtype"), "bf16"))
+                        sample[ns++] = v[i];
+                    last++;
+                }
+            assert_int_equal(last, none || !block ? 0 : 2 * 2 * 2);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);

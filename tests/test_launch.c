@@ -621,6 +621,21 @@ static void test_decode_gemms_under_small_steps(void **state)
     unsetenv("MOETUNE_PDL");
 }
 
+/* An fp8 block-wise decode problem (M 2, E 8, topk 2, K 512, N n) in p,
+ * and in plan the default pipeline with GEMM1 g1 and GEMM2 g2, both
+ * built-in default variants; the fake driver in place, its tensors
+ * returned. */
+static mt_moe_tensors fp8_block_decode(mt_problem *p, mt_moe_plan *plan, int64_t n, const char *g1, const char *g2)
+{
+    mt_problem_init(p, 2, 8, 2, 512, n);
+    p->quant.mode = MT_QUANT_FP8_BLOCK;
+    default_plan(p, plan);
+    set_gemm(plan, MT_STEP_GEMM1, g1);
+    set_gemm(plan, MT_STEP_GEMM2, g2);
+    fake_driver(0);
+    return fake_tensors();
+}
+
 /* A slot-routed GEMM1 that quantizes its own A rows (grouped_gemv
  * AQUANT=cta): no quant launch, the hidden states as its A with no scales;
  * refused as GEMM2, for a K over its shared-memory row, and under router
@@ -632,16 +647,10 @@ static void test_gemv_quantizes_own_rows(void **state)
                           *const act = "mtk_act_quant_bf16_fp8_block_none_t256_u4_asteps",
                           *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1";
     mt_problem p;
-    mt_problem_init(&p, 2, 8, 2, 512, 256);
-    p.quant.mode = MT_QUANT_FP8_BLOCK;
     mt_moe_plan plan;
-    default_plan(&p, &plan);
-    set_gemm(&plan, MT_STEP_GEMM1, g1);
+    mt_moe_tensors t = fp8_block_decode(&p, &plan, 256, g1, g2);
     set_gemm(&plan, MT_STEP_ACT, act);
-    set_gemm(&plan, MT_STEP_GEMM2, g2);
     char msg[512] = "";
-    fake_driver(0);
-    mt_moe_tensors t = fake_tensors();
     assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_QUANT));
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
     assert_int_equal(fake.launches, 3);
@@ -664,7 +673,7 @@ static void test_gemv_quantizes_own_rows(void **state)
     mt_moe_plan bad = plan;
     set_gemm(&bad, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqcta");
     assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
-    assert_non_null(strstr(msg, "only GEMM1 does"));
+    assert_non_null(strstr(msg, "which is GEMM1's work"));
     assert_int_equal(fake.launches, 0);
     mt_problem wide = p;
     wide.K = MT_GEMV_AQ_MAX_K + 128;
@@ -675,6 +684,129 @@ static void test_gemv_quantizes_own_rows(void **state)
     weighed.topk = 1;
     assert_int_equal(run(&plan, &weighed, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
     assert_non_null(strstr(msg, "router weight first"));
+    assert_int_equal(fake.launches, 0);
+}
+
+/* A slot-routed GEMM2 that activates and quantizes GEMM1's stored output
+ * itself (grouped_gemv AQUANT=silu, gelu): no act launch, GEMM1's output
+ * (its gate and up halves, 2N apart) as its A with no scales, and with a
+ * self-quantizing GEMM1 the pipeline is the two GEMMs alone; refused after
+ * a GEMM1 that applies the activation already, for another activation, as
+ * GEMM1, and for more rows than its shared memory holds, each by name. */
+static void test_gemv_gemm2_activates_own_rows(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1",
+                          *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqsilu";
+    mt_problem p;
+    mt_moe_plan plan;
+    mt_moe_tensors t = fp8_block_decode(&p, &plan, 256, g1, g2);
+    char msg[512] = "";
+    assert_true(mt_moe_plan_uses(&plan, &p, MT_STEP_QUANT));
+    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_ACT));
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 4);
+    assert_int_equal(fake.launched[0], MT_STEP_QUANT);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
+    assert_int_equal(fake.launched[3], MT_STEP_REDUCE);
+    assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].gemm.C);   /* GEMM1's output as it is */
+    assert_int_equal(fake.route[1].gemm.lda, 2 * 256);
+    assert_int_equal(fake.route[1].gemm.K, 256);
+    assert_null(fake.route[1].gemm.a_scale);
+    /* With a GEMM1 that quantizes its own rows and a GEMM2 that sums the
+     * topk: the two GEMMs alone. */
+    mt_moe_plan two = plan;
+    set_gemm(&two, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqcta");
+    set_gemm(&two, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1_aqsilu");
+    assert_int_equal(run(&two, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 2);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].gemm.C);
+    /* Refused, before any launch. */
+    static const struct { const char *g1, *g2; const char *why; } bad[] = {
+        {"mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1", NULL, "applies it already"},
+        {NULL, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqgelu",
+         "the problem's activation is silu"},
+        {"mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqsilu", NULL, "is GEMM2's work"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mt_moe_plan b = plan;
+        if (bad[i].g1)
+            set_gemm(&b, MT_STEP_GEMM1, bad[i].g1);
+        if (bad[i].g2)
+            set_gemm(&b, MT_STEP_GEMM2, bad[i].g2);
+        assert_int_equal(run(&b, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+        assert_non_null(strstr(msg, bad[i].why));
+        assert_int_equal(fake.launches, 0);
+    }
+    /* A token's topk rows of N must fit the shared memory of "sum"; one
+     * slot's row is enough for "store". */
+    mt_problem wide = p;
+    wide.N = MT_GEMV_AQ_MAX_K / 2 + 128;
+    assert_int_equal(run(&two, &wide, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, "in shared memory, at most 16384 values"));
+    assert_int_equal(fake.launches, 0);
+    assert_int_equal(run(&plan, &wide, &t, msg, sizeof msg), MT_OK);
+}
+
+/* A slot-routed GEMM1 that quantizes its activated output for GEMM2, the
+ * last CTA of each slot's 128-column group that group (grouped_gemv
+ * OQUANT=last): no act launch; it gets the workspace's 8-bit rows and
+ * scales that GEMM2 then reads, and counters zeroed with the flags (a slot
+ * per row, a group of 128 columns a word); with a GEMM1 that quantizes
+ * its own A rows too and a GEMM2 that sums the topk, the two GEMMs alone. */
+static void test_gemv_gemm1_quantizes_output(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_oqlast",
+                          *const g2 = "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1";
+    mt_problem p;
+    mt_moe_plan plan;
+    mt_moe_tensors t = fp8_block_decode(&p, &plan, 384, g1, g2);   /* N = 384: three groups a slot */
+    char msg[512] = "";
+    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_ACT));
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 4);
+    assert_int_equal(fake.launched[0], MT_STEP_QUANT);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
+    assert_int_equal(fake.launched[3], MT_STEP_REDUCE);
+    assert_non_null(fake.route[0].act_q);
+    assert_non_null(fake.route[0].act_scale);
+    assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].act_q);        /* GEMM2 reads what GEMM1 wrote */
+    assert_ptr_equal(fake.route[1].gemm.a_scale, fake.route[0].act_scale);
+    assert_int_equal(fake.route[1].gemm.lda, 384);
+    assert_int_equal(fake.route[0].gemm.n_half, 384);
+    /* The counters come right after the flags and are zeroed with them: at
+     * least a word per slot and group. */
+    assert_true(fake.memsets >= 1);
+    assert_ptr_equal((void *)(uintptr_t)fake.route[0].gemm.tile_count,
+                     (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
+    assert_true(fake.memset_words[0] >= 4 + (size_t)(p.M * p.topk) * 3);
+    /* Its OQUANT=step twin keeps the act step. */
+    mt_moe_plan step = plan;
+    set_gemm(&step, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1");
+    assert_true(mt_moe_plan_uses(&step, &p, MT_STEP_ACT));
+    assert_int_equal(run(&step, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 5);
+    assert_null(fake.route[0].act_q);
+    /* Both quantizations in GEMM1 and the topk sum in GEMM2: two launches. */
+    mt_moe_plan two = plan;
+    set_gemm(&two, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast");
+    set_gemm(&two, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1");
+    assert_int_equal(run(&two, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 2);
+    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
+    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].act_q);
+    /* A GEMM2 that activates GEMM1's output cannot follow it (its output is
+     * activated already), by name, before any launch. */
+    mt_moe_plan bad = plan;
+    set_gemm(&bad, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqsilu");
+    assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, g1));
     assert_int_equal(fake.launches, 0);
 }
 
@@ -1275,6 +1407,8 @@ int main(void)
         cmocka_unit_test(test_chunked_persist_waits),
         cmocka_unit_test(test_decode_gemms_under_small_steps),
         cmocka_unit_test(test_gemv_quantizes_own_rows),
+        cmocka_unit_test(test_gemv_gemm2_activates_own_rows),
+        cmocka_unit_test(test_gemv_gemm1_quantizes_output),
         cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),

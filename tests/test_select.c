@@ -446,39 +446,74 @@ static void test_select_row_tma_roles(void **state)
     free(sv);
 }
 
-/* grouped_gemv tiles that quantize their own A rows (AQUANT=cta, fp8
- * block-wise): GEMM1's alone, not over MT_GEMV_AQ_MAX_K or under router
- * weights on the input; every one's GEMM2 sibling is its store twin that
- * takes its rows from the act step, which the other tiles' are not. */
+/* grouped_gemv tiles that quantize their own A rows (fp8 block-wise):
+ * those that take them as they are (AQUANT=cta) are GEMM1's alone, not
+ * over MT_GEMV_AQ_MAX_K or under router weights on the input; those that
+ * activate GEMM1's output first (AQUANT=silu, gelu) GEMM2's alone, with
+ * the problem's activation, for rows (a token's topk slots under "sum")
+ * that fit MT_GEMV_AQ_MAX_K, and after a GEMM1 that stores its output
+ * (mt_gemm_pair_fits). Every GEMM1's GEMM2 sibling is its store twin that
+ * takes its rows from the act step (and for a GEMM1 that quantizes its
+ * output, OQUANT=last, its rows as the act step leaves them), which the
+ * other tiles' are not. */
 static void test_gemv_own_quant_roles(void **state)
 {
     (void)state;
     size_t ngv = 0;
     mt_variant *gv = gemv_points("fp8-block", &ngv);
-    mt_problem p = dsv3_tp8(1), wide = p, weighed = p;
-    p.quant.mode = wide.quant.mode = weighed.quant.mode = MT_QUANT_FP8_BLOCK;
+    mt_problem p = dsv3_tp8(1), wide = p, weighed = p, gelu = p, long_n = p;
+    p.quant.mode = wide.quant.mode = weighed.quant.mode = gelu.quant.mode = long_n.quant.mode =
+        MT_QUANT_FP8_BLOCK;
     wide.K = MT_GEMV_AQ_MAX_K + 128;
     weighed.apply_router_weight_on_input = 1;
-    size_t cta = 0;
+    gelu.activation = MT_ACT_GELU;
+    long_n.N = MT_GEMV_AQ_MAX_K / p.topk + 128;   /* one row fits, the topk do not */
+    assert_int_equal(p.activation, MT_ACT_SILU);
+    const mt_variant *store1 = NULL, *silu1 = NULL;
+    size_t cta = 0, acts = 0, outs = 0;
     for (size_t i = 0; i < ngv; i++) {
         const int own = !strcmp(mt_variant_get(&gv[i], "AQUANT"), "cta");
+        const char *act = mt_variant_a_activation(&gv[i]);
+        const int silu = act && !strcmp(act, "silu");
         const int sum = mt_variant_sums_topk(&gv[i]);
+        const int token_rows = !strcmp(mt_variant_get(&gv[i], "epilogue"), "sum");
+        const char *epi = mt_variant_get(&gv[i], "epilogue");
         cta += own;
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 0), !sum);
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 1), !own);
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &wide, 0), !sum && !own);
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &weighed, 0), !sum && !own);
-        if (sum)
+        acts += act != NULL;
+        assert_int_equal(mt_variant_quantizes_a(&gv[i]), own || act);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 0), !sum && !act);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 1), !own && (!act || silu));
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &gelu, 1), !own && (!act || !silu));
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &long_n, 1), !own && (!act || (silu && !token_rows)));
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &wide, 0), !sum && !own && !act);
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &weighed, 0), !sum && !own && !act);
+        if (!act && !strcmp(epi, "store"))
+            store1 = &gv[i];
+        if (!act && !strcmp(epi, "silu"))
+            silu1 = &gv[i];
+        if (sum || act)
             continue;
         const size_t sib = mt_find_store_sibling(gv, ngv, &gv[i]);
         assert_true(sib != (size_t)-1);
         assert_string_equal(mt_variant_get(&gv[sib], "epilogue"), "store");
         assert_string_equal(mt_variant_get(&gv[sib], "AQUANT"), "step");
+        assert_string_equal(mt_variant_get(&gv[sib], "OQUANT"), "step");
         assert_true(mt_gemm_role_fits(&gv[sib], &p, 1));
-        if (!own)
+        const int oq = mt_variant_quantizes_out(&gv[i]);
+        outs += oq;
+        if (oq)
+            assert_false(mt_gemm_role_fits(&gv[i], &p, 1) && mt_variant_is_gemm2_epilogue(&gv[i]));
+        if (!own && !oq)
             assert_true(mt_variant_same_but(&gv[sib], &gv[i], "epilogue", "store"));
     }
-    assert_true(cta > 0);
+    assert_true(cta > 0 && acts > 0 && outs > 0 && store1 && silu1);
+    for (size_t i = 0; i < ngv; i++)
+        if (mt_variant_a_activation(&gv[i])) {
+            assert_true(mt_gemm_pair_fits(store1, &gv[i]));
+            assert_false(mt_gemm_pair_fits(silu1, &gv[i]));
+        } else {
+            assert_true(mt_gemm_pair_fits(store1, &gv[i]) && mt_gemm_pair_fits(silu1, &gv[i]));
+        }
     free(gv);
 }
 

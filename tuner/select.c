@@ -74,6 +74,14 @@ static gemm_dims dims_of(const mt_problem *p, int second)
  * its GEMM2 alone took 2.3-3.2 us longer than the store twin's, and the
  * pipeline 0.9-2.0 us longer than with the store and the reduce step. */
 #define MODEL_LAST_SUM_US 4.0
+/* Likewise the act step (the activation and the quantization of GEMM2's A
+ * rows, alone 5.0-5.4 us at one token on the H200, session 45) that a
+ * GEMM2 quantizing its own A rows (grouped_gemv AQUANT=silu, gelu; its
+ * CTAs each quantize their slots' rows again, from L2, which the model
+ * does not weigh) or a GEMM1 quantizing its output (OQUANT=last: a counter
+ * per CTA, and the last CTA of each group quantizes it) does without.
+ * Counted in the model of the GEMM that does its work. */
+#define MODEL_ACT_US 3.0
 
 static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second, int sm_count)
 {
@@ -102,8 +110,9 @@ static double gemv_model_us(const mt_variant *v, const mt_problem *p, int second
     const double ctas = (sums ? (double)p->M : busy * mblocks) * ceil(n_out / bn);
     const double waves = ceil(ctas / ((double)sm_count * per_sm));
     const double t_mem = fmax(bytes / bw, waves * (GEMV_CTA_US + rounds * GEMV_ROUND_US) * 1e-6);
+    const int no_act = second ? mt_variant_a_activation(v) != NULL : mt_variant_quantizes_out(v);
     const double steps_us = (second || bm == 1.0 ? 0.0 : MODEL_ALIGN_US) - (sums || last ? MODEL_REDUCE_US : 0.0) +
-                            (last ? MODEL_LAST_SUM_US : 0.0);
+                            (last ? MODEL_LAST_SUM_US : 0.0) - (no_act ? MODEL_ACT_US : 0.0);
     return fmax(0.1, fmax(t_mem, t_fma) * 1e6 + steps_us);
 }
 
@@ -263,11 +272,15 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
     return count;
 }
 
+/* Parameters in which a GEMM1 tile and its GEMM2 sibling may differ. */
+static const char *const sibling_free[] = {"epilogue", "AQUANT", "OQUANT", NULL};
+
 int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v)
 {
-    const char *epi = mt_variant_get(u, "epilogue"), *aq = mt_variant_get(u, "AQUANT");
-    return epi && !strcmp(epi, "store") && (!aq || !strcmp(aq, "step")) && !strcmp(u->arch, v->arch) &&
-           mt_variant_differs_only_in(u, v, "epilogue", "AQUANT");
+    const char *epi = mt_variant_get(u, "epilogue"), *aq = mt_variant_get(u, "AQUANT"),
+               *oq = mt_variant_get(u, "OQUANT");
+    return epi && !strcmp(epi, "store") && (!aq || !strcmp(aq, "step")) && (!oq || !strcmp(oq, "step")) &&
+           !strcmp(u->arch, v->arch) && mt_variant_differs_only_among(u, v, sibling_free);
 }
 
 size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *v)
@@ -278,9 +291,11 @@ size_t mt_find_store_sibling(const mt_variant *all, size_t n, const mt_variant *
     return (size_t)-1;
 }
 
-/* Variants ordered by everything but their epilogue (family, arch, then
- * the parameters in declaration order), so that a GEMM1 tile finds its
- * store sibling by binary search among the store tiles. (A linear scan
+/* Variants ordered by everything but their epilogue and OQUANT (family,
+ * arch, then the parameters in declaration order), so that a GEMM1 tile
+ * finds its store sibling by binary search among the store tiles (a tile
+ * that quantizes its output, OQUANT=last, has a fused activation and no
+ * store form: its sibling is the step-fed one's). (A linear scan
  * per tile made stage 1 quadratic: 15 s for the 32,850 bf16 grouped_gemm
  * tiles of sm_90a.) */
 static int cmp_but_epilogue(const void *x, const void *y)
@@ -294,7 +309,8 @@ static int cmp_but_epilogue(const void *x, const void *y)
     for (int i = 0; i < a->nparams; i++) {
         if ((c = strcmp(a->params[i].name, b->params[i].name)))
             return c;
-        if (strcmp(a->params[i].name, "epilogue") && (c = strcmp(a->params[i].value, b->params[i].value)))
+        if (strcmp(a->params[i].name, "epilogue") && strcmp(a->params[i].name, "OQUANT") &&
+            (c = strcmp(a->params[i].value, b->params[i].value)))
             return c;
     }
     return 0;
@@ -320,13 +336,25 @@ static const mt_variant **sorted_store_tiles(const mt_variant *all, size_t n, si
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
-    if (mt_variant_quantizes_a(v))
+    const char *act = mt_variant_a_activation(v);
+    if (act) {   /* GEMM2 activating GEMM1's stored output (its pair: mt_moe_plan_check) */
+        const int64_t rows = epi && !strcmp(epi, "sum") ? p->topk : 1;
+        if (!second || strcmp(act, mt_activation_name(p->activation)) || rows * p->N > MT_GEMV_AQ_MAX_K)
+            return 0;
+    } else if (mt_variant_quantizes_a(v)) {
         return !second && p->K <= MT_GEMV_AQ_MAX_K && !p->apply_router_weight_on_input;
+    }
     if (mt_variant_sums_topk(v))   /* the topk sum: GEMM2 of the standard format */
         return second && p->format == MT_FORMAT_STANDARD &&
                (strcmp(v->family, "grouped_gemv") || strcmp(epi, "sum") ||
                 p->topk <= MT_GEMV_SUM_MAX_TOPK);
     return second || p->format != MT_FORMAT_STANDARD || !aload || strcmp(aload, "tma") != 0;
+}
+
+int mt_gemm_pair_fits(const mt_variant *g1, const mt_variant *g2)
+{
+    const char *epi = mt_variant_get(g1, "epilogue");
+    return !mt_variant_a_activation(g2) || (epi && !strcmp(epi, "store"));
 }
 
 int mt_variant_sums_by_atomics(const mt_variant *v)

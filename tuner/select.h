@@ -20,10 +20,18 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * standard format's GEMM1 input is not (runtime/moe_launch.c refuses such a
  * plan); the topk sum in the epilogue ("sum", "lastsum") is GEMM2's of the
  * standard format (grouped_gemv's "sum" for a topk of at most
- * MT_GEMV_SUM_MAX_TOPK); a
- * tile that quantizes its own A rows (grouped_gemv AQUANT=cta) is GEMM1's,
- * for K up to MT_GEMV_AQ_MAX_K and without router weights on the input. */
+ * MT_GEMV_SUM_MAX_TOPK); a tile that quantizes its own A rows as they are
+ * (grouped_gemv AQUANT=cta) is GEMM1's, for K up to MT_GEMV_AQ_MAX_K and
+ * without router weights on the input; one that activates them first
+ * (AQUANT=silu, gelu) is GEMM2's, with the problem's activation, for up to
+ * MT_GEMV_AQ_MAX_K values of rows (one, or for "sum" a token's topk slots;
+ * the GEMM1 before it must store its output as it is: mt_moe_plan_check). */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
+
+/* Can g2 follow g1 (both fitting their roles)? A GEMM2 that applies the
+ * activation to GEMM1's stored output (AQUANT=silu, gelu) needs a GEMM1
+ * that stores it as it is (epilogue "store"); every other pair can. */
+int mt_gemm_pair_fits(const mt_variant *g1, const mt_variant *g2);
 
 /* Does kernel variant v add its rows into the output by atomics (a tiled
  * family's epilogue "sum": fp32 reductions in no fixed order, so not
@@ -65,7 +73,8 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
 /* Is u the GEMM2 that goes with GEMM1 tile v: v's store sibling (the same
  * tile with the epilogue "store"), or, for a tile that quantizes its own A
  * rows (AQUANT=cta), that sibling's twin that takes them from the act step
- * (AQUANT=step)? */
+ * (AQUANT=step: the act step's GEMM2, which stage 3 may trade for its
+ * AQUANT=silu or gelu twin)? */
 int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v);
 
 /* Index of v's GEMM2 sibling (mt_is_gemm2_sibling) in all, or (size_t)-1. */

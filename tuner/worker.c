@@ -500,7 +500,12 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * warpgroup of padding rows skips its MMAs, which the model does not weigh.
  * AQUANT: whether a decode GEMM1 quantizes its own A rows (no quant launch,
  * the quantization done again by every CTA of a slot) or the quant step
- * does; the model weighs neither.
+ * does; the model weighs neither; likewise whether a decode GEMM2 applies
+ * the activation to GEMM1's output and quantizes it itself (no act launch;
+ * the model counts the launch saved, not the work done again) or the act
+ * step does. OQUANT: whether a decode GEMM1 quantizes its activated output
+ * for GEMM2 (the last CTA of each group; no act launch) or the act step
+ * does.
  * First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
  * of "store" and the problem's activation), so that the rounds after it
@@ -509,20 +514,22 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
 static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "BLOCK_K",  "STAGES",
                                             "WARPS_N",  "PIPE",     "BLOAD",   "SPLIT_K",  "EPI_COLS",
                                             "ALOAD",    "CLUSTER",  "PAD_SKIP", "UNROLL",  "WARPS",
-                                            "AHEAD",    "AQUANT",   NULL};
+                                            "AHEAD",    "AQUANT",   "OQUANT",   NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
- * param: u must fit the role (mt_gemm_role_fits: ALOAD=tma is GEMM2's in
- * the standard format, the topk sum GEMM2's); along "epilogue", GEMM1 takes
+ * param, with partner as the pair's other GEMM: u must fit the role
+ * (mt_gemm_role_fits: ALOAD=tma is GEMM2's in the standard format, the
+ * topk sum GEMM2's) and the pair (mt_gemm_pair_fits: a GEMM2 activating
+ * GEMM1's output after a GEMM1 storing it); along "epilogue", GEMM1 takes
  * "store" or the problem's own activation, GEMM2 "store" or a topk sum
  * ("sum", "lastsum": this round weighs it against the reduce step), a
  * tiled family's "sum" (atomics) only under o->atomic_sums. */
 static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_problem *p, const mt_variant *u,
-                     const char *param, int second)
+                     const mt_variant *partner, const char *param, int second)
 {
     if (second && mt_variant_sums_by_atomics(u) && !o->atomic_sums)
         return 0;
-    if (!mt_gemm_role_fits(u, p, second))
+    if (!mt_gemm_role_fits(u, p, second) || !(second ? mt_gemm_pair_fits(partner, u) : mt_gemm_pair_fits(u, partner)))
         return 0;
     if (strcmp(param, "epilogue"))
         return 1;
@@ -558,7 +565,8 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, in
             to_all(w, w->search[second], pick, n);
             size_t kept = 0;
             for (size_t k = 0; k < n; k++)
-                if (pick[k] != (size_t)-1 && refinable(w->o, key, p, &w->all[pick[k]], refine_params[i], second))
+                if (pick[k] != (size_t)-1 &&
+                    refinable(w->o, key, p, &w->all[pick[k]], second ? g1 : g2, refine_params[i], second))
                     pick[kept++] = pick[k];
             n = kept;
             preload(w, pick, n, NULL);
@@ -946,9 +954,9 @@ static mt_status search(worker *w, const mt_db_key *key, const mt_problem *p, co
         preload(w, pick, n2, NULL);
         const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
         for (size_t i = 0; i < n2 && !st; i++) {
-            if (pick[i] == (size_t)-1 ||
+            if (pick[i] == (size_t)-1 || !mt_gemm_pair_fits(bg1, &w->all[pick[i]]) ||
                 (!late && !strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
-                continue;   /* the default pair: timed already */
+                continue;   /* the default pair (timed already), or one that cannot be */
             pipeline_text("", bg1, &w->all[pick[i]], late, text, sizeof text);
             st = measure_one(w, key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
         }

@@ -74,6 +74,8 @@ int mt_variant_same_but(const mt_variant *v, const mt_variant *like, const char 
  * everywhere but in p1 and (p2 non-NULL) p2, which may have any value. */
 int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, const char *p1,
                                const char *p2);
+/* The same with the parameters that may differ a NULL-ended list. */
+int mt_variant_differs_only_among(const mt_variant *v, const mt_variant *like, const char *const *free_params);
 
 /* The families whose kernels serve the gemm1/gemm2 steps of a pipeline: they
  * share the kernel argument (mt_gemm_args) and the parameter names dtype,
@@ -84,10 +86,19 @@ int mt_variant_differs_only_in(const mt_variant *v, const mt_variant *like, cons
 extern const char *const mt_gemm_families[];
 /* 1 when v belongs to one of mt_gemm_families. */
 int mt_variant_is_gemm(const mt_variant *v);
-/* 1 when GEMM variant v quantizes its own A rows (grouped_gemv AQUANT=cta:
- * each CTA its slot's token row of the 16-bit hidden states, into shared
- * memory), so that the pipeline has no quant step. */
+/* 1 when GEMM variant v quantizes its own A rows, each CTA its slot's rows
+ * into shared memory (grouped_gemv AQUANT other than "step"): GEMM1's token
+ * rows of the 16-bit hidden states as they are (AQUANT=cta), so that the
+ * pipeline has no quant step, or GEMM2's after the activation-and-mul of
+ * GEMM1's stored output (AQUANT=silu, gelu), so that it has no act step. */
 int mt_variant_quantizes_a(const mt_variant *v);
+/* For such a GEMM2 tile, the activation it applies first ("silu",
+ * "gelu"); NULL for every other variant (AQUANT=cta included). */
+const char *mt_variant_a_activation(const mt_variant *v);
+/* 1 when GEMM1 variant v also quantizes its activated output for GEMM2, the
+ * last CTA of each slot's 128-column group that group (grouped_gemv
+ * OQUANT=last), so that the pipeline has no act step. */
+int mt_variant_quantizes_out(const mt_variant *v);
 /* 1 when GEMM variant v adds each token's topk slots itself, which only a
  * GEMM2 of the standard format does: the epilogue "sum" (a tiled family's
  * rows added into fp32 sums by atomics; grouped_gemv's a row block per

@@ -156,20 +156,30 @@ static void compare_twins(const mt_problem *p, size_t out_bytes, const void *got
 }
 
 /* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
- * code on the same rows, and its products the step-fed tile's: so plan's
- * output (got) must equal, byte for byte, that of the same pipeline with
- * its AQUANT=step twin as GEMM1 after the quant step. One "twin" check. */
+ * code on the same rows, and one that quantizes its activated output for
+ * GEMM2 (OQUANT=last) the act step's on the same columns, and their
+ * products are the step-fed tile's: so plan's output (got) must equal, byte
+ * for byte, that of the same pipeline with its twin that does neither
+ * (AQUANT=step, OQUANT=step) as GEMM1 between those steps. One "twin"
+ * check. */
 static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
                             CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
                             const char *desc)
 {
     char msg[512];
     const mt_variant *cta = &plan->step[MT_STEP_GEMM1].v;
-    const mt_kernel *twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "AQUANT", "step");
+    const mt_kernel *twin = NULL;
+    const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
+    if (mt_variant_quantizes_a(cta)) {
+        twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "AQUANT", "step");
+        from = twin ? &twin->v : NULL;
+    }
+    if (from && mt_variant_quantizes_out(cta))
+        twin = mt_kernel_set_find_sibling(&mm_kernels, from, "OQUANT", "step");
     mt_moe_plan step;
     mt_status st = MT_ERR_NOT_FOUND;
     if (!twin)
-        snprintf(msg, sizeof msg, "no AQUANT=step twin loaded");
+        snprintf(msg, sizeof msg, "no AQUANT=step OQUANT=step twin loaded");
     else if (!(st = mt_plan_compose(&mm_kernels, p, twin->v.name, &step, msg, sizeof msg))) {
         step.step[MT_STEP_GEMM2] = plan->step[MT_STEP_GEMM2];
         st = mt_moe_plan_check(&step, p, msg, sizeof msg);
@@ -240,7 +250,10 @@ void mm_run_case(const qcase *c, uint64_t seed)
     }
     size_t out_bytes = (size_t)((batched ? brows : p.M) * p.K) * es;
     void *got = malloc(out_bytes + 16);
-    void *stored = malloc(out_bytes + 16);   /* a store pipeline's output, for its lastsum twin */
+    /* The outputs of the step-fed GEMM2 runs (passes 0 to 2), for their
+     * twins: pass 0's for the lastsum run, each for its self-activating
+     * twin's. */
+    void *stored[3] = {malloc(out_bytes + 16), malloc(out_bytes + 16), malloc(out_bytes + 16)};
     void *got_comb = malloc((size_t)(p.M * p.K) * es + 16);
     CUdeviceptr ws = 0, comb = 0;
     size_t ws_size = 0;
@@ -274,13 +287,24 @@ void mm_run_case(const qcase *c, uint64_t seed)
          * (grouped_gemv, epilogue "sum"), and GEMM2 storing per slot with
          * its last CTA of each token summing them ("lastsum"), whose output
          * must equal the first run's byte for byte (the reduce step's own
-         * code adds the same rows). */
-        const mt_kernel *gemm2[3] = {
+         * code adds the same rows). After a GEMM1 that stores its output,
+         * each of the three runs again with its twin that applies the
+         * activation and quantizes its A rows itself (AQUANT=silu, gelu; no
+         * act step), whose output must equal that run's byte for byte (the
+         * act step's own code makes the same bytes and scales). */
+        const mt_kernel *gemm2[6] = {
             &plan.step[MT_STEP_GEMM2],
             mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum"),
             mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "lastsum")};
-        char stored_by[sizeof plan.step[MT_STEP_GEMM2].v.name] = "";   /* the first run's GEMM2, once it ran */
-        for (int pass = 0; pass < 3; pass++) {
+        const char *act = mt_activation_name(p.activation);
+        for (int k = 0; k < 3; k++) {
+            const mt_kernel *own = gemm2[k] ? mt_kernel_set_find_sibling(&mm_kernels, &gemm2[k]->v, "AQUANT", act)
+                                            : NULL;
+            if (own && mt_gemm_pair_fits(&plan.step[MT_STEP_GEMM1].v, &own->v) && mt_gemm_role_fits(&own->v, &p, 1))
+                gemm2[3 + k] = own;
+        }
+        char stored_by[3][sizeof plan.step[MT_STEP_GEMM2].v.name] = {"", "", ""};   /* runs 0-2's GEMM2s, once they ran */
+        for (int pass = 0; pass < 6; pass++) {
             if (!gemm2[pass])
                 continue;
             /* The GEMM1 that runs: v, or the twin mt_plan_compose took where v
@@ -321,15 +345,18 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 check("fused", desc, name, err, nans, tol);
                 /* (A GEMM2 that sums by atomics would not give the same
                  * bytes twice; none goes with these tiles.) */
-                if (mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) &&
+                if ((mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) ||
+                     mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v)) &&
                     !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
                     check_step_twin(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc);
-                if (pass == 0 && gemm2[2]) {
-                    memcpy(stored, got, out_bytes);
-                    snprintf(stored_by, sizeof stored_by, "%s", plan.step[MT_STEP_GEMM2].v.name);
-                } else if (pass == 2 && stored_by[0]) {
+                if (pass < 3) {
+                    memcpy(stored[pass], got, out_bytes);
+                    snprintf(stored_by[pass], sizeof stored_by[pass], "%s", plan.step[MT_STEP_GEMM2].v.name);
+                }
+                const int twin_of = pass == 2 ? 0 : pass >= 3 ? pass - 3 : -1;
+                if (twin_of >= 0 && stored_by[twin_of][0]) {
                     mm_runs++;
-                    compare_twins(&p, out_bytes, got, stored, desc, name, stored_by);
+                    compare_twins(&p, out_bytes, got, stored[twin_of], desc, name, stored_by[twin_of]);
                 }
             }
         }
@@ -345,7 +372,8 @@ void mm_run_case(const qcase *c, uint64_t seed)
     if (comb)
         mt_cu.cuMemFree(comb);
     free(got);
-    free(stored);
+    for (int k = 0; k < 3; k++)
+        free(stored[k]);
     free(got_comb);
     free(tokens);
     free(ref);

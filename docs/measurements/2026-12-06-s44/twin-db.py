@@ -53,14 +53,14 @@ def store_twin(old, new):
     threads = re.search(r"threads=(\d+)", line).group(1)
     smem = re.search(r"smem=(\d+)", line).group(1)
     m = re.search(r"_(store|silu|gelu|sum|lastsum)_m(\d+)_n(\d+)_w(\d+)_u(\d+)_a(\d)(?:_aq([a-z]+))?"
-                  r"(?:_wl([a-z]+))?(?:_s(\d))?(?:_k(\d+))?$", new)
+                  r"(?:_oq([a-z]+))?(?:_wl([a-z]+))?(?:_s(\d))?(?:_k(\d+))?$", new)
     assert family == "grouped_gemv" and m, new
     params = {"epilogue": m[1], "BLOCK_M": m[2], "BLOCK_N": m[3], "WARPS": m[4], "UNROLL": m[5],
-              "AHEAD": m[6], "AQUANT": m[7] or "step"}
-    if m[9]:   # STAGES: the templates of stages.patch (session 44, call 3)
-        params["STAGES"] = m[9]
-    if m[8]:   # WLOAD bulk, its ring (session 45)
-        params.update({"WLOAD": m[8], "BLOCK_K": m[10]})
+              "AHEAD": m[6], "AQUANT": m[7] or "step", "OQUANT": m[8] or "step"}   # OQUANT: session 46
+    if m[10]:   # STAGES: the templates of stages.patch (session 44, call 3)
+        params["STAGES"] = m[10]
+    if m[9]:   # WLOAD bulk, its ring (session 45)
+        params.update({"WLOAD": m[9], "BLOCK_K": m[11]})
     fields = [f"name={new}" if f.startswith("name=") else
               f"threads={threads}" if f.startswith("threads=") else
               f"smem={smem}" if f.startswith("smem=") else f for f in variant.split(";")]
