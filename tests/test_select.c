@@ -482,14 +482,16 @@ static void test_gemv_own_quant_roles(void **state)
         acts += act != NULL;
         assert_int_equal(mt_variant_quantizes_a(&gv[i]), own || act);
         assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 0), !sum && !act);
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 1), !own && (!act || silu));
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &gelu, 1), !own && (!act || !silu));
-        assert_int_equal(mt_gemm_role_fits(&gv[i], &long_n, 1), !own && (!act || (silu && !token_rows)));
+        const int oq = mt_variant_quantizes_out(&gv[i]);   /* GEMM1's: it writes GEMM2's A */
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &p, 1), !own && !oq && (!act || silu));
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &gelu, 1), !own && !oq && (!act || !silu));
+        assert_int_equal(mt_gemm_role_fits(&gv[i], &long_n, 1), !own && !oq && (!act || (silu && !token_rows)));
         assert_int_equal(mt_gemm_role_fits(&gv[i], &wide, 0), !sum && !own && !act);
         assert_int_equal(mt_gemm_role_fits(&gv[i], &weighed, 0), !sum && !own && !act);
-        if (!act && !strcmp(epi, "store"))
+        const int slot_routed = mt_variant_int(&gv[i], "BLOCK_M", 0) == 1;
+        if (!act && !own && !strcmp(epi, "store") && slot_routed)
             store1 = &gv[i];
-        if (!act && !strcmp(epi, "silu"))
+        if (!own && !strcmp(epi, "silu") && slot_routed)
             silu1 = &gv[i];
         if (sum || act)
             continue;
@@ -499,10 +501,7 @@ static void test_gemv_own_quant_roles(void **state)
         assert_string_equal(mt_variant_get(&gv[sib], "AQUANT"), "step");
         assert_string_equal(mt_variant_get(&gv[sib], "OQUANT"), "step");
         assert_true(mt_gemm_role_fits(&gv[sib], &p, 1));
-        const int oq = mt_variant_quantizes_out(&gv[i]);
         outs += oq;
-        if (oq)
-            assert_false(mt_gemm_role_fits(&gv[i], &p, 1) && mt_variant_is_gemm2_epilogue(&gv[i]));
         if (!own && !oq)
             assert_true(mt_variant_same_but(&gv[sib], &gv[i], "epilogue", "store"));
     }
@@ -514,6 +513,21 @@ static void test_gemv_own_quant_roles(void **state)
         } else {
             assert_true(mt_gemm_pair_fits(store1, &gv[i]) && mt_gemm_pair_fits(silu1, &gv[i]));
         }
+    /* Stage 2 after a GEMM1 that stores its output offers self-activating
+     * GEMM2s (the model counts the act launch they save), after a fused one
+     * none, and fills its places with others instead. */
+    size_t *pick = malloc(ngv * sizeof *pick);
+    size_t after_store = 0, k = mt_select_gemm2_for(gv, ngv, &p, store1, SM_COUNT, 12, pick);
+    for (size_t j = 0; j < k; j++)
+        after_store += mt_variant_a_activation(&gv[pick[j]]) != NULL;
+    assert_true(k == 12 && after_store > 0);
+    k = mt_select_gemm2_for(gv, ngv, &p, silu1, SM_COUNT, 12, pick);
+    assert_int_equal(k, 12);
+    for (size_t j = 0; j < k; j++) {
+        assert_null(mt_variant_a_activation(&gv[pick[j]]));
+        assert_int_equal(mt_variant_int(&gv[pick[j]], "BLOCK_M", 0), 1);
+    }
+    free(pick);
     free(gv);
 }
 

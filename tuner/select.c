@@ -344,6 +344,8 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
     } else if (mt_variant_quantizes_a(v)) {
         return !second && p->K <= MT_GEMV_AQ_MAX_K && !p->apply_router_weight_on_input;
     }
+    if (second && mt_variant_quantizes_out(v))   /* it writes GEMM2's A (OQUANT=last) */
+        return 0;
     if (mt_variant_sums_topk(v))   /* the topk sum: GEMM2 of the standard format */
         return second && p->format == MT_FORMAT_STANDARD &&
                (strcmp(v->family, "grouped_gemv") || strcmp(epi, "sum") ||
@@ -363,15 +365,35 @@ int mt_variant_sums_by_atomics(const mt_variant *v)
     return epi && !strcmp(epi, "sum") && strcmp(v->family, "grouped_gemv") != 0;
 }
 
+static size_t select_stage(const mt_variant *all, size_t n, const mt_variant *pool, size_t npool,
+                           const mt_problem *p, int stage, int64_t block_m, const mt_variant *gemm1,
+                           int sm_count, int max, size_t *out);
+
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out)
 {
-    return mt_select_stage_in(all, n, all, n, p, stage, block_m, sm_count, max, out);
+    return select_stage(all, n, all, n, p, stage, block_m, NULL, sm_count, max, out);
 }
 
 size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *pool, size_t npool,
                           const mt_problem *p, int stage, int64_t block_m, int sm_count, int max,
                           size_t *out)
+{
+    return select_stage(all, n, pool, npool, p, stage, block_m, NULL, sm_count, max, out);
+}
+
+size_t mt_select_gemm2_for(const mt_variant *all, size_t n, const mt_problem *p, const mt_variant *gemm1,
+                           int sm_count, int max, size_t *out)
+{
+    return select_stage(all, n, all, n, p, 2, mt_variant_int(gemm1, "BLOCK_M", 0), gemm1, sm_count, max, out);
+}
+
+/* Stage `stage`'s candidates; with gemm1 (stage 2), only GEMM2s that can
+ * follow it (mt_gemm_pair_fits), left out before the ranking so that they
+ * take no candidate's place. */
+static size_t select_stage(const mt_variant *all, size_t n, const mt_variant *pool, size_t npool,
+                           const mt_problem *p, int stage, int64_t block_m, const mt_variant *gemm1,
+                           int sm_count, int max, size_t *out)
 {
     ranked *r = malloc((n ? n : 1) * sizeof *r);
     size_t m = 0, nstores = 0;
@@ -395,7 +417,7 @@ size_t mt_select_stage_in(const mt_variant *all, size_t n, const mt_variant *poo
         } else {
             const mt_variant *key = &all[i];
             if (!mt_variant_is_gemm2_epilogue(key) || mt_variant_int(key, "BLOCK_M", 0) != block_m ||
-                !mt_gemm_role_fits(key, p, 1))
+                !mt_gemm_role_fits(key, p, 1) || (gemm1 && !mt_gemm_pair_fits(gemm1, key)))
                 continue;
             /* A tiled family's "sum" whose store twin is a candidate: stage 3
              * times it against the twin it chose (tuner/worker.c refinable);

@@ -25,7 +25,9 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * without router weights on the input; one that activates them first
  * (AQUANT=silu, gelu) is GEMM2's, with the problem's activation, for up to
  * MT_GEMV_AQ_MAX_K values of rows (one, or for "sum" a token's topk slots;
- * the GEMM1 before it must store its output as it is: mt_moe_plan_check). */
+ * the GEMM1 before it must store its output as it is: mt_moe_plan_check);
+ * one that quantizes its activated output for GEMM2 (OQUANT=last) is
+ * GEMM1's. */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Can g2 follow g1 (both fitting their roles)? A GEMM2 that applies the
@@ -49,6 +51,11 @@ int mt_variant_sums_by_atomics(const mt_variant *v);
  * out; returns the count (0 when out of memory). */
 size_t mt_select_stage(const mt_variant *all, size_t n, const mt_problem *p, int stage,
                        int64_t block_m, int sm_count, int max, size_t *out);
+/* Stage 2's candidates for GEMM1 tile gemm1: mt_select_stage's at its
+ * BLOCK_M, less the GEMM2s that cannot follow it (mt_gemm_pair_fits), left
+ * out before the ranking. */
+size_t mt_select_gemm2_for(const mt_variant *all, size_t n, const mt_problem *p, const mt_variant *gemm1,
+                           int sm_count, int max, size_t *out);
 /* mt_select_stage with the store siblings (twins) looked for in pool
  * (npool variants) instead of all: for a GEMM1 search that filters leave
  * without store tiles (`--param gemm1:epilogue=silu`), pool is the whole

@@ -328,15 +328,14 @@ static mt_status make_search_set(worker *w, char *msg, size_t msg_size)
 
 /* Stage 1's GEMM2 for GEMM1 tile g1: its own GEMM2 tile (the store
  * sibling), or where the GEMM2 filters refuse that tile, the best-modelled
- * GEMM2 they admit for g1's row blocks; NULL: none. */
+ * GEMM2 they admit that can follow g1 (mt_select_gemm2_for); NULL: none. */
 static const mt_variant *stage1_gemm2(worker *w, const mt_problem *p, const mt_variant *g1)
 {
     const size_t sib = mt_find_store_sibling(w->all, w->nall, g1);
     if (sib != (size_t)-1 && admitted(w->o, &w->all[sib], 2))
         return &w->all[sib];
     size_t pick;
-    if (mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(g1, "BLOCK_M", 0),
-                        w->prov.sm_count, 1, &pick) == 0)
+    if (mt_select_gemm2_for(w->search[1], w->nsearch[1], p, g1, w->prov.sm_count, 1, &pick) == 0)
         return NULL;
     to_all(w, w->search[1], &pick, 1);
     return pick == (size_t)-1 ? NULL : &w->all[pick];
@@ -948,15 +947,15 @@ static mt_status search(worker *w, const mt_db_key *key, const mt_problem *p, co
     if ((st = find_best(w, key, M, "gemm1=", &b, msg, msg_size)))
         goto done;
     if (b.us < 1e30 && parse_pair(w, b.text, &bg1, &bg2)) {
-        size_t n2 = mt_select_stage(w->search[1], w->nsearch[1], p, 2, mt_variant_int(bg1, "BLOCK_M", 0),
-                                    w->prov.sm_count, max / 2 > 0 ? max / 2 : 1, pick);
+        size_t n2 = mt_select_gemm2_for(w->search[1], w->nsearch[1], p, bg1, w->prov.sm_count,
+                                        max / 2 > 0 ? max / 2 : 1, pick);
         to_all(w, w->search[1], pick, n2);
         preload(w, pick, n2, NULL);
         const int late = mt_tune_text_is_late(b.text);   /* the best's launch, kept */
         for (size_t i = 0; i < n2 && !st; i++) {
-            if (pick[i] == (size_t)-1 || !mt_gemm_pair_fits(bg1, &w->all[pick[i]]) ||
+            if (pick[i] == (size_t)-1 ||
                 (!late && !strcmp(bg1->name, d1->name) && !strcmp(w->all[pick[i]].name, d2->name)))
-                continue;   /* the default pair (timed already), or one that cannot be */
+                continue;   /* the default pair: timed already */
             pipeline_text("", bg1, &w->all[pick[i]], late, text, sizeof text);
             st = measure_one(w, key, M, text, bg1, &w->all[pick[i]], msg, msg_size);
         }
