@@ -58,8 +58,8 @@ end
 -- tile quantizing its own A rows: GEMM1's (AQUANT "cta") and GEMM2's after
 -- either activation (AQUANT "silu", "gelu"); and that tile quantizing its
 -- activated output for GEMM2 (OQUANT "last"), step-fed and with AQUANT
--- "cta". Each names AQUANT and OQUANT, which would otherwise take every
--- value.
+-- "cta", and a tile of 64 weight rows with it. Each names AQUANT and
+-- OQUANT, which would otherwise take every value.
 local function block_scaled(q) return q == "fp8-block" or q == "int8-block" end
 local defaults = {}
 for _, q in ipairs(QUANTS) do
@@ -82,6 +82,13 @@ for _, q in ipairs(QUANTS) do
     for _, aq in ipairs({ "step", "cta" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
                                   AQUANT = aq, OQUANT = "last" }
+    end
+    -- and one of 64 weight rows: 32 columns a CTA, four CTAs a group (the
+    -- tiles above: 8 columns, sixteen a group), with its step-fed twin
+    -- (its GEMM2 sibling, and the tests' reference)
+    for _, oq in ipairs({ "last", "step" }) do
+      defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 64, WARPS = 8, UNROLL = 2, AHEAD = 0,
+                                  AQUANT = "step", OQUANT = oq }
     end
   end
 end

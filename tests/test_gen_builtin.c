@@ -595,9 +595,10 @@ static void test_sm90_two_panel_tiles(void **state)
  * modes that tile quantizing its own A rows: as they are (AQUANT=cta:
  * standard format, no topk sum) and after either activation (AQUANT=silu,
  * gelu: standard format, GEMM2's epilogues "store", "sum" and "lastsum"),
- * and that tile (step-fed and quantizing its own A rows) quantizing its
- * activated output for GEMM2 (OQUANT=last: standard format, a fused
- * activation); one kernel per mode, a GEMM2 of each topk sum, and in the
+ * and that tile (step-fed and quantizing its own A rows) and one of 64
+ * weight rows quantizing its activated output for GEMM2 (OQUANT=last:
+ * standard format, a fused activation), that one also step-fed with every
+ * epilogue; one kernel per mode, a GEMM2 of each topk sum, and in the
  * block modes every self-quantizing GEMM1 and the bf16 self-activating
  * GEMM2s and output-quantizing GEMM1s, compile for sm_90a and sm_80, where
  * the fp8 modes are pruned for their conversions. */
@@ -620,9 +621,10 @@ static void test_gemv_defaults_compile(void **state)
              * two slot-routed tiles in the standard format, with "sum" and
              * "lastsum" too; block modes: the self-quantizing tile x dtype x
              * (store, silu, gelu), and x activation x (store, sum, lastsum),
-             * and the output-quantizing tiles (AQUANT step, cta) x dtype x
-             * (silu, gelu) */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 2 * 2 * 2 : 0));
+             * and the output-quantizing tiles (AQUANT step, cta; and one of
+             * 64 weight rows) x dtype x (silu, gelu), and that last one's
+             * step-fed twin x dtype x (store, silu, gelu, sum, lastsum) */
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0));
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             static const char *const sum_epis[] = {"sum", "lastsum"};
@@ -640,7 +642,7 @@ static void test_gemv_defaults_compile(void **state)
                             picked = 1;
                         }
                     }
-                assert_int_equal(sums, none ? 0 : 2 * 2);
+                assert_int_equal(sums, none ? 0 : 2 * 2 + (block ? 2 : 0));
                 assert_int_equal(picked, sums > 0);
             }
             size_t cta = 0;
@@ -676,7 +678,7 @@ static void test_gemv_defaults_compile(void **state)
                         sample[ns++] = v[i];
                     last++;
                 }
-            assert_int_equal(last, none || !block ? 0 : 2 * 2 * 2);
+            assert_int_equal(last, none || !block ? 0 : 3 * 2 * 2);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);

@@ -155,6 +155,38 @@ static void compare_twins(const mt_problem *p, size_t out_bytes, const void *got
            desc, name, (long long)differ, (long long)(out_bytes / es), twin);
 }
 
+/* A plan whose kernels count CTAs in (a GEMM1 quantizing its output,
+ * OQUANT=last; a GEMM2 whose last CTA sums, lastsum) must leave its
+ * counters at 0: run it again on the workspace the last run left, without
+ * the memset that clears them before a run (no ALIGN step bit, as the
+ * tuner's step timings run), and its output must be the same bytes. One
+ * "twin" check. */
+static void check_rearmed(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
+                          CUdeviceptr ws, size_t ws_size, size_t out_bytes, const void *got,
+                          const char *desc, const char *name)
+{
+    char msg[512];
+    void *again = malloc(out_bytes);
+    assert_int_equal(mt_cu.cuMemsetD8Async((CUdeviceptr)(uintptr_t)d->d.out, 0xFF, out_bytes, mm_stream), CUDA_SUCCESS);
+    mt_status st = mt_moe_run_steps(plan, p, &d->d, ws, ws_size, MT_STEPS_EVERY & ~MT_STEP_BIT(MT_STEP_ALIGN),
+                                    mm_stream, msg, sizeof msg);
+    if (st == MT_OK && mt_cu.cuStreamSynchronize(mm_stream) != CUDA_SUCCESS) {
+        st = MT_ERR_KERNEL_FAULT;
+        snprintf(msg, sizeof msg, "the mm_kernels faulted");
+    }
+    mm_runs++;
+    if (st) {
+        mm_failures++;
+        printf("FAIL twin   %s %s: run again: %s: %s\n", desc, name, mt_status_str(st), msg);
+        free(again);
+        assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
+        return;
+    }
+    assert_int_equal(mt_cu.cuMemcpyDtoH(again, (CUdeviceptr)(uintptr_t)d->d.out, out_bytes), CUDA_SUCCESS);
+    compare_twins(p, out_bytes, again, got, desc, name, "itself, run again on its counters");
+    free(again);
+}
+
 /* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
  * code on the same rows, and one that quantizes its activated output for
  * GEMM2 (OQUANT=last) the act step's on the same columns, and their
@@ -345,6 +377,9 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 check("fused", desc, name, err, nans, tol);
                 /* (A GEMM2 that sums by atomics would not give the same
                  * bytes twice; none goes with these tiles.) */
+                if (mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) ||
+                    !strcmp(mt_variant_get(&plan.step[MT_STEP_GEMM2].v, "epilogue"), "lastsum"))
+                    check_rearmed(&plan, &p, &d, ws, ws_size, out_bytes, got, desc, name);
                 if ((mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) ||
                      mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v)) &&
                     !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
