@@ -636,6 +636,14 @@ static mt_moe_tensors fp8_block_decode(mt_problem *p, mt_moe_plan *plan, int64_t
     return fake_tensors();
 }
 
+/* The fake driver saw exactly the n launches of want, in order. */
+static void assert_launches(int n, const mt_step *want)
+{
+    assert_int_equal(fake.launches, n);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(fake.launched[i], want[i]);
+}
+
 /* A slot-routed GEMM1 that quantizes its own A rows (grouped_gemv
  * AQUANT=cta): no quant launch, the hidden states as its A with no scales;
  * refused as GEMM2, for a K over its shared-memory row, and under router
@@ -653,10 +661,7 @@ static void test_gemv_quantizes_own_rows(void **state)
     char msg[512] = "";
     assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_QUANT));
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 3);
-    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[1], MT_STEP_ACT);
-    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
+    assert_launches(3, (const mt_step[]){MT_STEP_GEMM1, MT_STEP_ACT, MT_STEP_GEMM2});
     assert_ptr_equal(fake.route[0].gemm.A, t.hidden);
     assert_null(fake.route[0].gemm.a_scale);
     assert_int_equal(fake.route[0].gemm.lda, 512);
@@ -705,11 +710,7 @@ static void test_gemv_gemm2_activates_own_rows(void **state)
     assert_true(mt_moe_plan_uses(&plan, &p, MT_STEP_QUANT));
     assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_ACT));
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 4);
-    assert_int_equal(fake.launched[0], MT_STEP_QUANT);
-    assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
-    assert_int_equal(fake.launched[3], MT_STEP_REDUCE);
+    assert_launches(4, (const mt_step[]){MT_STEP_QUANT, MT_STEP_GEMM1, MT_STEP_GEMM2, MT_STEP_REDUCE});
     assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].gemm.C);   /* GEMM1's output as it is */
     assert_int_equal(fake.route[1].gemm.lda, 2 * 256);
     assert_int_equal(fake.route[1].gemm.K, 256);
@@ -720,9 +721,7 @@ static void test_gemv_gemm2_activates_own_rows(void **state)
     set_gemm(&two, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_store_m1_n16_w4_u4_a1_aqcta");
     set_gemm(&two, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1_aqsilu");
     assert_int_equal(run(&two, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 2);
-    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_launches(2, (const mt_step[]){MT_STEP_GEMM1, MT_STEP_GEMM2});
     assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].gemm.C);
     /* Refused, before any launch. */
     static const struct { const char *g1, *g2; const char *why; } bad[] = {
@@ -768,11 +767,7 @@ static void test_gemv_gemm1_quantizes_output(void **state)
     char msg[512] = "";
     assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_ACT));
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 4);
-    assert_int_equal(fake.launched[0], MT_STEP_QUANT);
-    assert_int_equal(fake.launched[1], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[2], MT_STEP_GEMM2);
-    assert_int_equal(fake.launched[3], MT_STEP_REDUCE);
+    assert_launches(4, (const mt_step[]){MT_STEP_QUANT, MT_STEP_GEMM1, MT_STEP_GEMM2, MT_STEP_REDUCE});
     assert_non_null(fake.route[0].act_q);
     assert_non_null(fake.route[0].act_scale);
     assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].act_q);        /* GEMM2 reads what GEMM1 wrote */
@@ -797,9 +792,7 @@ static void test_gemv_gemm1_quantizes_output(void **state)
     set_gemm(&two, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast");
     set_gemm(&two, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1");
     assert_int_equal(run(&two, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.launches, 2);
-    assert_int_equal(fake.launched[0], MT_STEP_GEMM1);
-    assert_int_equal(fake.launched[1], MT_STEP_GEMM2);
+    assert_launches(2, (const mt_step[]){MT_STEP_GEMM1, MT_STEP_GEMM2});
     assert_ptr_equal(fake.route[1].gemm.A, fake.route[0].act_q);
     /* A GEMM2 that activates GEMM1's output cannot follow it (its output is
      * activated already), by name, before any launch. */
