@@ -1118,15 +1118,15 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
                          msg_size)))
             return st;
     }
-    /* GEMM2's A: the act step's output (or the same written by GEMM1), or
-     * GEMM1's gate and up halves where GEMM2 activates and quantizes them
-     * itself. */
-    const int q2_in = w8a8 && !gemm2_quantizes_a(plan);
+    /* GEMM2's A: GEMM1's gate and up halves where GEMM2 activates and
+     * quantizes them itself, else the act step's output (or the same,
+     * written by GEMM1; 16-bit: the activation's). */
+    const int own_a = gemm2_quantizes_a(plan);
     mt_gemm_args g2 = g1;
-    g2.A = q2_in ? (const void *)(base + L.q2) : w8a8 ? (const void *)c1 : c2;
+    g2.A = own_a ? (const void *)c1 : w8a8 ? (const void *)(base + L.q2) : c2;
     g2.B = t->w2;
     g2.C = c3;
-    g2.lda = w8a8 && !q2_in ? 2 * p->N : p->N;
+    g2.lda = own_a ? 2 * p->N : p->N;
     g2.ldb = p->N;
     g2.ldc = p->K;
     g2.b_expert_stride = p->K * p->N;
@@ -1138,7 +1138,7 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.N = (int32_t)p->K;
     g2.K = (int32_t)p->N;
     g2.n_half = 0;
-    g2.a_scale = q2_in ? (const float *)(base + L.s2) : NULL;
+    g2.a_scale = w8a8 && !own_a ? (const float *)(base + L.s2) : NULL;
     g2.b_scale = t->w2_scale;
     g2.b_zero = qc->has_zero_point ? t->w2_zero : NULL;
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
