@@ -60,11 +60,14 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
      * (per SM as its registers and shared memory allow, at least one), so
      * that a small tile runs two or three CTAs per SM whose loads and
      * epilogues overlap each other's. "pingpong" is persistent too (its
-     * two computing warpgroups take the CTA's tiles in turn). A wide
+     * two computing warpgroups take the CTA's tiles in turn), and so is a
+     * GEMM1 that runs GEMM2 in its launch (CHAIN: its CTAs take the tiles
+     * of both GEMMs from a counter). A wide
      * act_quant (UNITS > 1) gets that many CTAs at least (launch_quant). */
     const char *pipe = mt_variant_get(v, "PIPE");
     const int wide_quant = !strcmp(v->family, "act_quant") && mt_variant_int(v, "UNITS", 1) > 1;
-    if ((pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) || wide_quant) {
+    if ((pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) || wide_quant ||
+        mt_variant_chain(v) > 0) {
         CUdevice dev;
         int sms, per_sm = 0;
         MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
@@ -160,6 +163,13 @@ static int gemm1_quantizes_out(const mt_moe_plan *plan)
     return plan->step[MT_STEP_GEMM1].fn && mt_variant_quantizes_out(&plan->step[MT_STEP_GEMM1].v);
 }
 
+/* Does the plan's GEMM1 run GEMM2 in its own launch (grouped_gemv CHAIN >
+ * 0), so that the GEMM2 step, the plan's chained tile, is not launched? */
+static int gemm1_chains(const mt_moe_plan *plan)
+{
+    return plan->step[MT_STEP_GEMM1].fn && mt_variant_chain(&plan->step[MT_STEP_GEMM1].v) > 0;
+}
+
 /* Does GEMM kernel k read its A rows by TMA, a box of consecutive rows per
  * tile (grouped_gemm_sm90 ALOAD=tma), so that they must be laid out per
  * expert? */
@@ -238,6 +248,7 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     case MT_STEP_ACT:   /* w8a8: it quantizes, unless a GEMM does */
         return w8a8 ? !gemm2_quantizes_a(plan) && !gemm1_quantizes_out(plan) : !gemm1_fused(plan);
     case MT_STEP_QUANT: return w8a8 && !gemm1_quantizes_a(plan);
+    case MT_STEP_GEMM2: return !gemm1_chains(plan);
     default: return 1;
     }
 }
@@ -368,6 +379,12 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
             return st;
     }
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
+    if (gemm1_chains(plan) && (!g2->fn || !mt_variant_is_chain_gemm2(&g2->v, &g1->v)))
+        return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
+                       "gemm1 kernel %s runs GEMM2 in its launch as the topk-sum tile of %lld "
+                       "weight rows with its WARPS, UNROLL and AHEAD; the plan's gemm2 must name "
+                       "that tile, not %s", g1->v.name, (long long)mt_variant_chain(&g1->v),
+                       g2->fn ? g2->v.name : "(none)");
     const char *fmt = mt_act_format_name(p->format), *qn = mt_quant_mode_name(p->quant.mode);
     if ((st = expect_param(g1, MT_STEP_GEMM1, "format", fmt, msg, msg_size)) ||
         (st = expect_param(g2, MT_STEP_GEMM2, "format", fmt, msg, msg_size)) ||
@@ -477,6 +494,8 @@ typedef struct ws_layout {
     size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
     size_t count1, count2;       /* split-K (and lastsum, count2): the GEMMs' counters,
                                   * after the flags */
+    size_t chain;                /* a chained GEMM1 (CHAIN): its work counter and a
+                                  * count of GEMM1 tiles done per token, after them */
     size_t partial;              /* split-K: partial sums, shared by the GEMMs */
     size_t cta_counts;           /* align on a grid: per-CTA expert counts */
     int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
@@ -587,16 +606,21 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
     /* A slot-routed summing GEMM2 takes a row block per token. */
     L.tiles2 = gemm_tiles(g2, gemm2_writes_out(plan) ? p->M : L.num_m_blocks, p->K);
-    L.grid1 = gemm_grid(g1, L.tiles1);
-    L.grid2 = gemm_grid(g2, L.tiles2);
+    /* A chained GEMM1's CTAs take both GEMMs' tiles. */
+    const int chains = gemm1_chains(plan);
+    L.grid1 = gemm_grid(g1, chains ? L.tiles1 + L.tiles2 : L.tiles1);
+    L.grid2 = chains ? 0 : gemm_grid(g2, L.tiles2);
     /* Counters: split-K's per tile, a last-CTA sum's per token and column
-     * block (fewer than GEMM2's tiles, a tile per slot and block). */
+     * block (fewer than GEMM2's tiles, a tile per slot and block); then a
+     * chained launch's work counter and per-token counts. */
     const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan) || gemm1_quantizes_out(plan);
-    L.zero_words = WS_FLAGS + (counted ? L.tiles1 + L.tiles2 : 0);
+    const int64_t counters = counted ? L.tiles1 + L.tiles2 : 0;
+    L.zero_words = WS_FLAGS + counters + (chains ? 1 + p->M : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
     L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);
     L.count2 = L.count1 + (size_t)L.tiles1 * sizeof(int32_t);
+    L.chain = L.count1 + (size_t)counters * sizeof(int32_t);
     L.align_ctas = p->format == MT_FORMAT_STANDARD ? align_ctas(slots) : 1;
     L.cta_counts = take(&off, L.align_ctas > 1 ? (size_t)(L.align_ctas * p->local_E) * sizeof(int32_t)
                                                : 0);
@@ -884,6 +908,25 @@ static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, un
     return launch(q, step, k, grid, route, msg, msg_size);
 }
 
+/* A chained GEMM1's launch (CHAIN): both GEMMs' arguments as their own
+ * slot-routed launches would take them (g1, and g2 of the plan's chained
+ * topk-sum tile), and its counters, zeroed with the flags. Its CTAs wait at
+ * their start, so neither GEMM reads early. */
+static mt_status launch_chain(launch_seq *q, const mt_kernel *k, unsigned grid, const mt_gemm_args *g1,
+                              const mt_gemm_args *g2, const mt_gemv_slot_args *route, int32_t *counters,
+                              char *msg, size_t msg_size)
+{
+    mt_gemv_chain_args c = {.first = *route, .second = *route, .work = counters, .done = counters + 1};
+    c.first.gemm = *g1;
+    c.second.gemm = *g2;
+    c.first.gemm.pdl_early = c.second.gemm.pdl_early = 0;
+    if (q->trace) {
+        trace_gemm(MT_STEP_GEMM1, k, grid, &c.first.gemm);
+        trace_gemm(MT_STEP_GEMM2, k, grid, &c.second.gemm);
+    }
+    return launch(q, MT_STEP_GEMM1, k, grid, &c, msg, msg_size);
+}
+
 /* Grid for an elementwise kernel over `items` 8-element chunks. */
 static unsigned elementwise_grid(const mt_kernel *k, int64_t items)
 {
@@ -1088,7 +1131,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         route.act_q = (uint8_t *)(base + L.q2);
         route.act_scale = (float *)(base + L.s2);
     }
-    if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
+    const int chains = gemm1_chains(plan);   /* then GEMM1 launches with GEMM2's argument too, below */
+    if ((steps & MT_STEP_BIT(MT_STEP_GEMM1)) && !chains &&
         (st = launch_gemm(&seq, MT_STEP_GEMM1, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, p,
                           L.rows1, &g1, &route, msg, msg_size)))
         return st;
@@ -1144,7 +1188,11 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
     g2.a_scale_ld = (int32_t)act_scales_per_row(p, p->N);
     g2.tile_count = (int32_t *)(base + L.count2);
     g2.pdl_early = gemm_early(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2);
-    if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) &&
+    if (chains && (steps & MT_STEP_BIT(MT_STEP_GEMM1)) &&
+        (st = launch_chain(&seq, &plan->step[MT_STEP_GEMM1], (unsigned)L.grid1, &g1, &g2, &route,
+                           (int32_t *)(base + L.chain), msg, msg_size)))
+        return st;
+    if ((steps & MT_STEP_BIT(MT_STEP_GEMM2)) && !chains &&
         (st = launch_gemm(&seq, MT_STEP_GEMM2, &plan->step[MT_STEP_GEMM2], (unsigned)L.grid2, p,
                           L.rows_mid, &g2, &route, msg, msg_size)))
         return st;

@@ -3,7 +3,9 @@
  *
  * A plan holds the loaded kernels of each step (align -> [quant] -> gemm1 ->
  * act -> gemm2 -> reduce; act is absent when gemm1 fuses it, align and
- * reduce are absent in the batched format). The w8a8 quant modes add the
+ * reduce are absent in the batched format; a slot-routed gemm1 that runs
+ * GEMM2 in its own launch, grouped_gemv CHAIN, is the whole pipeline, its
+ * gemm2 the tile it runs, which is loaded and not launched). The w8a8 quant modes add the
  * `quant` step (an act_quant kernel with act=none quantizing the GEMM1
  * input) and their `act` step is an act_quant kernel too: it quantizes the
  * GEMM2 input, with the activation-and-mul folded in (act=silu/gelu) or,
@@ -88,14 +90,17 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
 
 /* Does a call of p under this plan run step s? (Align and reduce only in
  * the standard format, the act step unless gemm1 fuses it and no w8a8
- * quantization needs it, the quant step only for w8a8.) */
+ * quantization needs it, the quant step only for w8a8, gemm2 unless gemm1
+ * runs it in its launch.) */
 int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
 
 /* Workspace bytes for problem p (p->M tokens) under the plan. A split-K
  * plan (SPLIT_K > 1) adds a tile counter per output tile of each GEMM and
  * a region for the larger GEMM's partial sums (tiles * SPLIT_K * BLOCK_M *
  * BLOCK_N floats); an unsplit plan's size does not depend on them. A GEMM2
- * whose last CTA sums a token's slots ("lastsum") adds the same counters. */
+ * whose last CTA sums a token's slots ("lastsum") adds the same counters;
+ * a gemm1 that runs GEMM2 in its launch (CHAIN) a work counter and one per
+ * token. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
 /* Run the experts stage (standard format: the whole fused MoE into t->out
@@ -115,8 +120,8 @@ mt_status mt_moe_run(const mt_moe_plan *plan, const mt_problem *p, const mt_moe_
 
 /* mt_moe_run enqueuing only the launches of the steps in the mask (the
  * flag words, split-K or last-CTA-sum counters and a summing GEMM2's fp32
- * sums are cleared with the align step; a complete split-K or "lastsum"
- * GEMM launch leaves its counters at 0), for timing the
+ * sums are cleared with the align step; a complete split-K, "lastsum" or
+ * chained GEMM launch leaves its counters at 0), for timing the
  * steps one by one on a workspace a full run has filled, on the same
  * inputs: a step run alone reads what the steps before it left there (a
  * per-tensor dynamic amax included, which only the align step's memset

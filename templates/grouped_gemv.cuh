@@ -154,6 +154,27 @@ template <class C> __device__ constexpr auto last_quants_of(int) -> decltype(boo
 template <class C> __device__ constexpr bool last_quants_of(long) { return false; }
 template <class C> __device__ constexpr bool last_quants() { return last_quants_of<C>(0); }
 
+/* Is Cfg the GEMM2 half of a chained launch (grouped_gemv_chain.cuh:
+ * Cfg::CHAINED declared), whose A rows and scales other CTAs of the same
+ * launch write? As quantizes_a. */
+template <class C> __device__ constexpr auto chained_of(int) -> decltype(bool(C::CHAINED))
+{
+    return C::CHAINED;
+}
+template <class C> __device__ constexpr bool chained_of(long) { return false; }
+template <class C> __device__ constexpr bool chained() { return chained_of<C>(0); }
+
+/* An A chunk that another CTA of this launch wrote (a chained GEMM2's):
+ * from L2, which holds it coherently, not through the non-coherent path. */
+__device__ __forceinline__ vec8 ld_chain_chunk(const unsigned char *p)
+{
+    vec8 v;
+    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+        : "l"(p));
+    return v;
+}
+
 /* Where a CTA that quantizes its A row keeps it (shared memory): the 8-bit
  * values and a scale per 128 of them. Both NULL for the other kernels. */
 struct cta_a_row {
@@ -622,8 +643,12 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
  * [slots, K] round trip and its launch (and without rounding each slot's
  * product to T first). The work of the pair's lanes is the flat list of
  * (slot, chunk) items, so that a short K (DeepSeek-V3's GEMM2: 16 chunks)
- * still keeps UNROLL chunks of every lane in flight across the slots. */
-template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_args &s)
+ * still keeps UNROLL chunks of every lane in flight across the slots.
+ * pid() gives the tile (unsigned, as blockIdx.x: the kernels of one tile a
+ * CTA compile to the code they had before this took it), enter() is the
+ * wait, called after the first round of weight loads (stream_rounds). */
+template <class Cfg, class Pid, class Enter>
+__device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid pid, Enter enter)
 {
     using S = gemv_shape<Cfg>;
     using Q = typename S::Q;
@@ -645,10 +670,7 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
         aq_q = s_aq;
         aq_s = s_as;
     }
-    const gemv_enter enter = {gemv_may_load_early<Cfg>(a)};
-    if (!enter.pending)
-        pdl_enter();
-    const int n_blocks = num_n_blocks<Cfg>(a), token = blockIdx.x / n_blocks, nb = blockIdx.x % n_blocks;
+    const int n_blocks = num_n_blocks<Cfg>(a), token = pid() / n_blocks, nb = pid() % n_blocks;
     if ((int64_t)token * s.topk >= a.num_slots) {
         enter();
         return;
@@ -705,6 +727,8 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
             vec8 ac;
             if constexpr (quantizes_a<Cfg>())
                 ac = ld_cta_chunk(aq_q + (int64_t)r * a.K + c * 16);
+            else if constexpr (chained<Cfg>())
+                ac = ld_chain_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
             else
                 ac = ld_act_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
             /* The slot's scale of column n[j]: router weight times what
@@ -719,6 +743,9 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
                     sc[j] = a.a_scale[arow] * a.b_scale[(int64_t)e * a.N + n];
                 else if constexpr (Q::GRAN == 3 && quantizes_a<Cfg>())
                     sc[j] = aq_s[r * kblocks + kb] * a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
+                else if constexpr (Q::GRAN == 3 && chained<Cfg>())
+                    sc[j] = __ldcg(a.a_scale + arow * a.a_scale_ld + kb) *
+                            a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
                 else if constexpr (Q::GRAN == 3)
                     sc[j] = a.a_scale[arow * a.a_scale_ld + kb] *
                             a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
@@ -759,6 +786,16 @@ template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_
         acc[j] = pair_lanes_sum<S::KL>(acc[j]);
     if (lp.kl == 0)
         store_pair<T>(static_cast<T *>(a.C), (int64_t)token * a.ldc + lp.n[0], lp.ok, acc[0], acc[1]);
+}
+
+/* The launch of such a GEMM2: CTA blockIdx.x's tile, the routing and the
+ * first weight loads before the wait where the launch allows. */
+template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_args &s)
+{
+    const gemv_enter enter = {gemv_may_load_early<Cfg>(s.gemm)};
+    if (!enter.pending)
+        pdl_enter();
+    token_sums_tile<Cfg>(s, [] { return blockIdx.x; }, enter);
 }
 
 /* The reduce step's items (moe_reduce.cuh reduce_rows) of one token's

@@ -27,8 +27,13 @@
 -- "gelu"): GEMM1 stores its activated columns as the fused epilogue does,
 -- and the last CTA of a slot's to finish each 128-column group quantizes
 -- that group for GEMM2, by the act step's own code again (the same bytes
--- and scales): no act step, each group quantized once. Device code:
--- grouped_gemv.cuh.
+-- and scales): no act step, each group quantized once. CHAIN > 0
+-- (BLOCK_M 1, GEMM1 with the activation fused; 16-bit operands, or the
+-- block modes with AQUANT "cta" and OQUANT "last"): the kernel runs GEMM2
+-- too, in the same launch, as the tile of CHAIN weight rows with the topk
+-- sum ("sum", the same WARPS, UNROLL and AHEAD), so that a decode batch is
+-- one launch; the pipeline names that GEMM2 tile, which the runtime does
+-- not launch. Device code: grouped_gemv.cuh, grouped_gemv_chain.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
 -- "sum" and "lastsum" store like "store" (the tile_shape of
@@ -41,12 +46,14 @@ local QUANT = { none = 0, ["fp8-tensor"] = 1, ["fp8-token"] = 2, ["fp8-block"] =
 local QUANTS = { "none", "fp8-tensor", "fp8-token", "fp8-block", "int8-tensor", "int8-token",
                  "int8-block" }
 
+local function shape(p) return { threads = p.WARPS * 32 } end
 -- A warp takes pairs of weight rows (BLOCK_N / 2 pairs per CTA), each pair
--- the 32 / rg lanes of it along K.
-local function shape(p)
-  local s = { threads = p.WARPS * 32, pairs = p.BLOCK_N // 2 }
-  s.rg = s.pairs // p.WARPS
-  return s
+-- the 32 / rg lanes of it along K: do `rows` weight rows a CTA give each of
+-- its warps rg = 1, 2 or 4 pairs?
+local function rows_split_evenly(rows, warps)
+  local pairs = rows // 2
+  local rg = pairs // warps
+  return pairs % warps == 0 and (rg == 1 or rg == 2 or rg == 4)
 end
 
 -- Four default tiles per mode (every dtype, format and epilogue), so the GPU
@@ -68,7 +75,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2, AHEAD = 0 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 0 } }) do
-    local d = { quant = q, AQUANT = "step", OQUANT = "step" }
+    local d = { quant = q, AQUANT = "step", OQUANT = "step", CHAIN = 0 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -77,19 +84,30 @@ for _, q in ipairs(QUANTS) do
   if block_scaled(q) then
     for _, aq in ipairs({ "cta", "silu", "gelu" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                  AQUANT = aq, OQUANT = "step" }
+                                  AQUANT = aq, OQUANT = "step", CHAIN = 0 }
     end
     for _, aq in ipairs({ "step", "cta" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                  AQUANT = aq, OQUANT = "last" }
+                                  AQUANT = aq, OQUANT = "last", CHAIN = 0 }
     end
     -- and one of 64 weight rows: 32 columns a CTA, four CTAs a group (the
     -- tiles above: 8 columns, sixteen a group), with its step-fed twin
     -- (its GEMM2 sibling, and the tests' reference)
     for _, oq in ipairs({ "last", "step" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 64, WARPS = 8, UNROLL = 2, AHEAD = 0,
-                                  AQUANT = "step", OQUANT = oq }
+                                  AQUANT = "step", OQUANT = oq, CHAIN = 0 }
     end
+  end
+end
+-- A chained tile per mode that has them (16-bit operands and the block
+-- modes): the one-token tile above running GEMM2 as its 16-row topk-sum
+-- twin, which the entries above hold (the pipeline's GEMM2, and with the
+-- unchained tile the tests' reference).
+for _, q in ipairs(QUANTS) do
+  if q == "none" or block_scaled(q) then
+    defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
+                                AQUANT = q == "none" and "step" or "cta",
+                                OQUANT = q == "none" and "step" or "last", CHAIN = 16 }
   end
 end
 -- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
@@ -125,6 +143,10 @@ return {
     -- the act step ("step"), or the last CTA of each 128-column group of a
     -- slot ("last"). The kernels before it are "step" and keep their names.
     { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step" },
+    -- A GEMM1 that runs GEMM2 in the same launch: the weight rows of that
+    -- GEMM2's tile (its BLOCK_N), 0 for none. The kernels before it are 0
+    -- and keep their names.
+    { name = "CHAIN",    abbrev = "c",  values = { 0, 8, 16, 32, 64 }, omit_in_name = 0 },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -169,8 +191,21 @@ return {
         return false, "the last CTA of a group quantizes activated columns: a fused activation (GEMM1)"
       end
     end
-    local s = shape(p)
-    if s.pairs % p.WARPS ~= 0 or not (s.rg == 1 or s.rg == 2 or s.rg == 4) then
+    if p.CHAIN > 0 then
+      if p.BLOCK_M ~= 1 or (p.epilogue ~= "silu" and p.epilogue ~= "gelu") then
+        return false, "a chained GEMM2 follows a GEMM1 of a row block per slot with the activation fused"
+      end
+      if p.quant ~= "none" and not block_scaled(p.quant) then
+        return false, "a chained launch quantizes GEMM2's A rows in the block modes only"
+      end
+      if block_scaled(p.quant) and (p.AQUANT ~= "cta" or p.OQUANT ~= "last") then
+        return false, "a chained launch of the block modes quantizes in its CTAs: AQUANT cta, OQUANT last"
+      end
+      if not rows_split_evenly(p.CHAIN, p.WARPS) then
+        return false, "CHAIN / 2 pairs do not give each warp 1, 2 or 4"
+      end
+    end
+    if not rows_split_evenly(p.BLOCK_N, p.WARPS) then
       return false, "BLOCK_N / 2 pairs do not give each warp 1, 2 or 4"
     end
     return true
@@ -180,6 +215,7 @@ return {
   end,
   render = function(p, name)
     local s = shape(p)
+    local chain = p.CHAIN > 0
     return mt.subst([[
 #include "grouped_gemv.cuh"
 ${OWN_QUANT}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
@@ -190,9 +226,9 @@ struct ${NAME}_cfg {
     static constexpr bool AHEAD = ${AHEAD}${AQ}${LAST};${AQ_ACT}
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
-extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
+${CHAIN_CFG}extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
 {
-    mt::${ENTRY}<${NAME}_cfg>(args);
+    mt::${ENTRY}<${NAME}_cfg${CHAIN_ARG}>(args);
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, WARPS = p.WARPS, UNROLL = p.UNROLL,
@@ -202,9 +238,26 @@ extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} a
       AQ_ACT = AQ_ACT[p.AQUANT] and ("\n    static constexpr int AQ_ACT = " .. AQ_ACT[p.AQUANT] .. ";") or "",
       LAST = (p.epilogue == "lastsum" and ", LAST_SUM = true" or "") ..
              (p.OQUANT == "last" and ", LAST_QUANT = true" or ""),
-      OWN_QUANT = (p.AQUANT ~= "step" or p.OQUANT ~= "step") and '#include "grouped_gemv_own_quant.cuh"\n' or "",
-      THREADS = s.threads, ARGS = p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
-      ENTRY = p.epilogue == "sum" and "grouped_gemv_token_sums"
-              or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv" })
+      OWN_QUANT = ((p.AQUANT ~= "step" or p.OQUANT ~= "step") and '#include "grouped_gemv_own_quant.cuh"\n' or "") ..
+                  (chain and '#include "grouped_gemv_chain.cuh"\n' or ""),
+      THREADS = s.threads,
+      ARGS = chain and "mt_gemv_chain_args" or p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
+      ENTRY = chain and "grouped_gemv_chain"
+              or p.epilogue == "sum" and "grouped_gemv_token_sums"
+              or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv",
+      -- The chained GEMM2's tile: the topk sum of CHAIN weight rows, whose A
+      -- rows other CTAs of the launch write (CHAINED).
+      CHAIN_CFG = chain and mt.subst([[
+struct ${NAME}_cfg2 {
+    using T = ${ELEM};
+    static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = 0;
+    static constexpr int BM = 1, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
+    static constexpr bool AHEAD = ${AHEAD}, CHAINED = true;
+    static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;
+};
+]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
+      BN = p.CHAIN, WARPS = p.WARPS, UNROLL = p.UNROLL, AHEAD = p.AHEAD == 1 and "true" or "false" })
+        or "",
+      CHAIN_ARG = chain and (", " .. name .. "_cfg2") or "" })
   end,
 }

@@ -598,10 +598,14 @@ static void test_sm90_two_panel_tiles(void **state)
  * and that tile (step-fed and quantizing its own A rows) and one of 64
  * weight rows quantizing its activated output for GEMM2 (OQUANT=last:
  * standard format, a fused activation), that one also step-fed with every
- * epilogue; one kernel per mode, a GEMM2 of each topk sum, and in the
+ * epilogue; and in the 16-bit and block modes the one-token tile running
+ * GEMM2 in its launch (CHAIN: standard format, a fused activation, in the
+ * block modes quantizing its A rows and its output), with its GEMM2 tile
+ * in the set; one kernel per mode, a GEMM2 of each topk sum, and in the
  * block modes every self-quantizing GEMM1 and the bf16 self-activating
- * GEMM2s and output-quantizing GEMM1s, compile for sm_90a and sm_80, where
- * the fp8 modes are pruned for their conversions. */
+ * GEMM2s and output-quantizing GEMM1s, and the bf16 chained tiles, compile
+ * for sm_90a and sm_80, where the fp8 modes are pruned for their
+ * conversions. */
 static void test_gemv_defaults_compile(void **state)
 {
     (void)state;
@@ -609,7 +613,7 @@ static void test_gemv_defaults_compile(void **state)
     static const char *const archs[] = {"sm_90a", "sm_80"};
     mt_gen *g = mt_test_open_templates();
     for (int a = 0; a < 2; a++) {
-        mt_variant sample[64];
+        mt_variant sample[96];
         size_t ns = 0;
         for (size_t q = 0; q < 9; q++) {
             const char *const kv[] = {"quant", quants[q], NULL};
@@ -624,7 +628,9 @@ static void test_gemv_defaults_compile(void **state)
              * and the output-quantizing tiles (AQUANT step, cta; and one of
              * 64 weight rows) x dtype x (silu, gelu), and that last one's
              * step-fed twin x dtype x (store, silu, gelu, sum, lastsum) */
-            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0));
+            const int chainable = !strcmp(quants[q], "none") || block;
+            assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0) +
+                                               (chainable ? 2 * 2 : 0));
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             static const char *const sum_epis[] = {"sum", "lastsum"};
@@ -678,7 +684,26 @@ static void test_gemv_defaults_compile(void **state)
                         sample[ns++] = v[i];
                     last++;
                 }
-            assert_int_equal(last, none || !block ? 0 : 3 * 2 * 2);
+            assert_int_equal(last, none || !block ? 0 : (3 + 1) * 2 * 2);   /* + the chained tile */
+            size_t chains = 0;
+            for (size_t i = 0; i < n; i++)
+                if (mt_variant_chain(&v[i]) > 0) {
+                    assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 1);
+                    assert_string_equal(mt_variant_get(&v[i], "format"), "standard");
+                    assert_false(mt_variant_is_gemm2_epilogue(&v[i]));
+                    assert_int_equal(mt_variant_quantizes_a(&v[i]), block);
+                    assert_int_equal(mt_variant_quantizes_out(&v[i]), block);
+                    /* its GEMM2 tile is in the default set too (the tests
+                     * run the pipeline the runtime would) */
+                    size_t halves = 0;
+                    for (size_t j = 0; j < n; j++)
+                        halves += mt_variant_is_chain_gemm2(&v[j], &v[i]);
+                    assert_int_equal(halves, 1);
+                    if (!strcmp(mt_variant_get(&v[i], "dtype"), "bf16"))
+                        sample[ns++] = v[i];
+                    chains++;
+                }
+            assert_int_equal(chains, none || !chainable ? 0 : 2 * 2);
             free(v);
         }
         compile_all(g, sample, ns, "grouped_gemv defaults", archs[a]);

@@ -36,6 +36,7 @@ static struct {
     encode_call enc[4];
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
     mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
+    mt_gemv_chain_args chain;   /* ... and for a GEMM1 running GEMM2 in its launch (CHAIN) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
     int step_dependent[MT_STEP_ALL]; /* its last launch: programmatic (cuLaunchKernelEx) */
     int dependent;           /* the launch being recorded is (fake_launch_ex) */
@@ -66,6 +67,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
             fake.step_dependent[st] = fake.dependent;
             if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
+            if (st == MT_STEP_GEMM1 && mt_variant_chain(&fake.plan->step[st].v) > 0)
+                memcpy(&fake.chain, params[0], sizeof(mt_gemv_chain_args));
             if (st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2)
                 memcpy(&fake.gemm[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemm_args));
             if (st == MT_STEP_ACT && !strcmp(fake.plan->step[st].v.family, "act_and_mul"))
@@ -803,6 +806,74 @@ static void test_gemv_gemm1_quantizes_output(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* A slot-routed GEMM1 that runs GEMM2 in its launch (grouped_gemv CHAIN):
+ * the pipeline is that one launch, its argument both GEMMs' as their own
+ * launches would take them (GEMM2's that of the topk-sum tile it runs,
+ * reading GEMM1's output and writing the output tensor), with a work
+ * counter and a count per token right after the flags, zeroed with them,
+ * and a CTA per tile of both GEMMs where nothing caps the grid; in the
+ * block modes, quantizing its A rows and its output, one launch too, GEMM2
+ * reading the quantized rows. Refused with another GEMM2 than the tile it
+ * runs, by name, before any launch. */
+static void test_gemv_chain(void **state)
+{
+    (void)state;
+    mt_problem p;
+    mt_moe_plan plan;
+    mt_problem_init(&p, 3, 8, 2, 512, 384);
+    default_plan(&p, &plan);
+    set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1_c16");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1");
+    fake_driver(0);
+    mt_moe_tensors t = fake_tensors();
+    char msg[512] = "";
+    for (int s = 0; s < MT_STEP_ALL; s++)
+        assert_int_equal(mt_moe_plan_uses(&plan, &p, (mt_step)s), s == MT_STEP_GEMM1);
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_launches(1, (const mt_step[]){MT_STEP_GEMM1});
+    const mt_gemv_chain_args *c = &fake.chain;
+    assert_ptr_equal(c->first.gemm.A, t.hidden);
+    assert_int_equal(c->first.gemm.N, 2 * 384);
+    assert_ptr_equal(c->second.gemm.A, c->first.gemm.C);   /* the activated intermediate */
+    assert_ptr_equal(c->second.gemm.C, t.out);
+    assert_ptr_equal(c->second.gemm.row_weight, t.topk_weights);
+    assert_int_equal(c->second.gemm.N, 512);
+    assert_int_equal(c->second.gemm.K, 384);
+    assert_int_equal(c->first.topk, 2);
+    assert_int_equal(c->first.gemm.pdl_early, 0);
+    assert_int_equal(c->second.gemm.pdl_early, 0);
+    assert_ptr_equal((void *)(uintptr_t)c->work, (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
+    assert_ptr_equal(c->done, c->work + 1);
+    assert_true(fake.memset_words[0] >= 4 + 1 + (size_t)p.M);
+    /* 6 slots x 48 column blocks (silu: 8 columns a CTA) + 3 tokens x 32 */
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 6 * 48 + 3 * 32);
+    /* Any other GEMM2 is refused. */
+    static const char *const other[] = {"mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a0",
+                                        "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1"};
+    for (int i = 0; i < 2; i++) {
+        mt_moe_plan bad = plan;
+        set_gemm(&bad, MT_STEP_GEMM2, other[i]);
+        assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+        assert_non_null(strstr(msg, "the plan's gemm2 must name that tile"));
+        assert_non_null(strstr(msg, other[i]));
+        assert_int_equal(fake.launches, 0);
+    }
+    /* fp8 block-wise: the GEMM1 quantizes its rows and its output. */
+    mt_moe_plan q;
+    mt_moe_tensors tq = fp8_block_decode(&p, &q, 384, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_c16",
+                                         "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1");
+    assert_int_equal(run(&q, &p, &tq, msg, sizeof msg), MT_OK);
+    assert_launches(1, (const mt_step[]){MT_STEP_GEMM1});
+    assert_ptr_equal(c->first.gemm.A, tq.hidden);
+    assert_non_null(c->first.act_q);
+    assert_ptr_equal(c->second.gemm.A, c->first.act_q);
+    assert_ptr_equal(c->second.gemm.a_scale, c->first.act_scale);
+    /* the OQUANT=last counters, then the chain's */
+    assert_ptr_equal((void *)(uintptr_t)c->first.gemm.tile_count,
+                     (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
+    assert_true((uintptr_t)c->work > (uintptr_t)c->first.gemm.tile_count);
+}
+
 /* A tiled GEMM1 under the same small quantization (M 1, fp8 block-wise,
  * after the alignment): a "ws" tile with TMA weight loads requests its
  * first weight tiles before its wait, so it is dependent; a "sync" tile
@@ -1402,6 +1473,7 @@ int main(void)
         cmocka_unit_test(test_gemv_quantizes_own_rows),
         cmocka_unit_test(test_gemv_gemm2_activates_own_rows),
         cmocka_unit_test(test_gemv_gemm1_quantizes_output),
+        cmocka_unit_test(test_gemv_chain),
         cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
         cmocka_unit_test(test_token_sum_gemv),

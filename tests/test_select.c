@@ -455,7 +455,9 @@ static void test_select_row_tma_roles(void **state)
  * (mt_gemm_pair_fits). Every GEMM1's GEMM2 sibling is its store twin that
  * takes its rows from the act step (and for a GEMM1 that quantizes its
  * output, OQUANT=last, its rows as the act step leaves them), which the
- * other tiles' are not. */
+ * other tiles' are not; but a GEMM1 that runs GEMM2 in its launch (CHAIN)
+ * pairs with that tile alone, and takes a topk of at most
+ * MT_GEMV_SUM_MAX_TOPK. */
 static void test_gemv_own_quant_roles(void **state)
 {
     (void)state;
@@ -470,7 +472,7 @@ static void test_gemv_own_quant_roles(void **state)
     long_n.N = MT_GEMV_AQ_MAX_K / p.topk + 128;   /* one row fits, the topk do not */
     assert_int_equal(p.activation, MT_ACT_SILU);
     const mt_variant *store1 = NULL, *silu1 = NULL;
-    size_t cta = 0, acts = 0, outs = 0;
+    size_t cta = 0, acts = 0, outs = 0, chains = 0;
     for (size_t i = 0; i < ngv; i++) {
         const int own = !strcmp(mt_variant_get(&gv[i], "AQUANT"), "cta");
         const char *act = mt_variant_a_activation(&gv[i]);
@@ -495,6 +497,19 @@ static void test_gemv_own_quant_roles(void **state)
             silu1 = &gv[i];
         if (sum || act)
             continue;
+        if (mt_variant_chain(&gv[i]) > 0) {   /* GEMM2 is the tile it runs in its launch */
+            const size_t h = mt_find_store_sibling(gv, ngv, &gv[i]);
+            assert_true(h != (size_t)-1);
+            assert_string_equal(mt_variant_get(&gv[h], "epilogue"), "sum");
+            assert_int_equal(mt_variant_int(&gv[h], "BLOCK_N", 0), mt_variant_chain(&gv[i]));
+            assert_true(mt_gemm_role_fits(&gv[h], &p, 1) && mt_gemm_pair_fits(&gv[i], &gv[h]));
+            assert_false(mt_gemm_pair_fits(&gv[i], store1));
+            mt_problem wide_topk = p;
+            wide_topk.topk = MT_GEMV_SUM_MAX_TOPK + 1;
+            assert_false(mt_gemm_role_fits(&gv[i], &wide_topk, 0));
+            chains++;
+            continue;
+        }
         const size_t sib = mt_find_store_sibling(gv, ngv, &gv[i]);
         assert_true(sib != (size_t)-1);
         assert_string_equal(mt_variant_get(&gv[sib], "epilogue"), "store");
@@ -505,7 +520,7 @@ static void test_gemv_own_quant_roles(void **state)
         if (!own && !oq)
             assert_true(mt_variant_same_but(&gv[sib], &gv[i], "epilogue", "store"));
     }
-    assert_true(cta > 0 && acts > 0 && outs > 0 && store1 && silu1);
+    assert_true(cta > 0 && acts > 0 && outs > 0 && chains > 0 && store1 && silu1);
     for (size_t i = 0; i < ngv; i++)
         if (mt_variant_a_activation(&gv[i])) {
             assert_true(mt_gemm_pair_fits(store1, &gv[i]));

@@ -72,14 +72,25 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
             g1 = &set->k[i];
     if (!g1)
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
+    /* A tile that cannot be this problem's GEMM1 (mt_gemm_role_fits) goes by
+     * its twin that can: one that runs GEMM2 in its launch (CHAIN) by the
+     * one that does not (CHAIN=0) first; one that reads its A rows by TMA
+     * (ALOAD=tma), which needs them laid out per expert, by its ALOAD=cp
+     * twin (in the standard format it serves as GEMM2); one that quantizes
+     * its own A rows where the problem does not allow that, by its
+     * AQUANT=step twin. The GEMM2 is the sibling of the tile named, or of
+     * the unchained one. */
+    if (!mt_gemm_role_fits(&g1->v, p, 0) && mt_variant_chain(&g1->v) > 0) {
+        const mt_kernel *twin = mt_kernel_set_find_sibling(set, &g1->v, "CHAIN", "0");
+        if (!twin)
+            return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND,
+                           "%s cannot be GEMM1 of this problem (it runs GEMM2 in its launch), and "
+                           "its CHAIN=0 twin is not loaded", gemm1_name);
+        g1 = twin;
+    }
     for (size_t i = 0; i < set->n && !g2; i++)
         if (mt_is_gemm2_sibling(&set->k[i].v, &g1->v))
             g2 = &set->k[i];
-    /* A tile that cannot be this problem's GEMM1 (mt_gemm_role_fits) goes by
-     * its twin that can: one that reads its A rows by TMA (ALOAD=tma), which
-     * needs them laid out per expert, by its ALOAD=cp twin (in the standard
-     * format it serves as GEMM2); one that quantizes its own A rows where
-     * the problem does not allow that, by its AQUANT=step twin. */
     if (!mt_gemm_role_fits(&g1->v, p, 0)) {
         const int cta = mt_variant_quantizes_a(&g1->v);
         const char *param = cta ? "AQUANT" : "ALOAD", *value = cta ? "step" : "cp";

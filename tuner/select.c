@@ -277,6 +277,8 @@ static const char *const sibling_free[] = {"epilogue", "AQUANT", "OQUANT", NULL}
 
 int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v)
 {
+    if (mt_variant_chain(v) > 0)
+        return mt_variant_is_chain_gemm2(u, v);
     const char *epi = mt_variant_get(u, "epilogue"), *aq = mt_variant_get(u, "AQUANT"),
                *oq = mt_variant_get(u, "OQUANT");
     return epi && !strcmp(epi, "store") && (!aq || !strcmp(aq, "step")) && (!oq || !strcmp(oq, "step")) &&
@@ -337,6 +339,8 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
     const char *act = mt_variant_a_activation(v);
+    if (mt_variant_chain(v) > 0 && (second || p->topk > MT_GEMV_SUM_MAX_TOPK))
+        return 0;   /* a GEMM1 running GEMM2's topk sum in its launch */
     if (act) {   /* GEMM2 activating GEMM1's stored output (its pair: mt_moe_plan_check) */
         const int64_t rows = epi && !strcmp(epi, "sum") ? p->topk : 1;
         if (!second || strcmp(act, mt_activation_name(p->activation)) || rows * p->N > MT_GEMV_AQ_MAX_K)
@@ -356,8 +360,11 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 int mt_gemm_pair_fits(const mt_variant *g1, const mt_variant *g2)
 {
     const char *epi = mt_variant_get(g1, "epilogue");
+    if (mt_variant_chain(g1) > 0)
+        return mt_variant_is_chain_gemm2(g2, g1);
     return !mt_variant_a_activation(g2) || (epi && !strcmp(epi, "store"));
 }
+
 
 int mt_variant_sums_by_atomics(const mt_variant *v)
 {

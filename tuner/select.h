@@ -27,12 +27,15 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * MT_GEMV_AQ_MAX_K values of rows (one, or for "sum" a token's topk slots;
  * the GEMM1 before it must store its output as it is: mt_moe_plan_check);
  * one that quantizes its activated output for GEMM2 (OQUANT=last) is
- * GEMM1's. */
+ * GEMM1's; so is one that runs GEMM2's topk sum in its launch (CHAIN), for
+ * a topk of at most MT_GEMV_SUM_MAX_TOPK. */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Can g2 follow g1 (both fitting their roles)? A GEMM2 that applies the
  * activation to GEMM1's stored output (AQUANT=silu, gelu) needs a GEMM1
- * that stores it as it is (epilogue "store"); every other pair can. */
+ * that stores it as it is (epilogue "store"); a GEMM1 that runs GEMM2 in
+ * its launch (CHAIN) takes that tile only (mt_variant_is_chain_gemm2);
+ * every other pair can. */
 int mt_gemm_pair_fits(const mt_variant *g1, const mt_variant *g2);
 
 /* Does kernel variant v add its rows into the output by atomics (a tiled
@@ -81,7 +84,8 @@ size_t mt_select_neighbours(const mt_variant *all, size_t n, const mt_variant *b
  * tile with the epilogue "store"), or, for a tile that quantizes its own A
  * rows (AQUANT=cta), that sibling's twin that takes them from the act step
  * (AQUANT=step: the act step's GEMM2, which stage 3 may trade for its
- * AQUANT=silu or gelu twin)? */
+ * AQUANT=silu or gelu twin)? For a tile that runs GEMM2 in its launch
+ * (CHAIN), the GEMM2 tile it runs (mt_variant_is_chain_gemm2). */
 int mt_is_gemm2_sibling(const mt_variant *u, const mt_variant *v);
 
 /* Index of v's GEMM2 sibling (mt_is_gemm2_sibling) in all, or (size_t)-1. */

@@ -540,9 +540,43 @@ static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_probl
     return !strcmp(epi, "store") || !strcmp(epi, mt_activation_name(key->activation));
 }
 
+/* Stage 3's last round: the best pair's GEMM1 running GEMM2 in its own
+ * launch (grouped_gemv CHAIN: a decode batch in one launch, no reduce,
+ * quant or act launch), each chained GEMM1 that differs from it only in
+ * CHAIN, the problem's activation fused and, in the block modes, the
+ * quantizations it takes over (AQUANT, OQUANT), timed with the GEMM2 tile
+ * it runs (its GEMM2 sibling, mt_find_store_sibling). Last, because no round after it could
+ * move such a pair: its GEMM2 is fixed by its GEMM1. */
+static mt_status chain_round(worker *w, const mt_db_key *key, const mt_problem *p, int64_t skip_block_m,
+                             char *msg, size_t msg_size)
+{
+    static const char *const free_params[] = {"CHAIN", "epilogue", "AQUANT", "OQUANT", NULL};
+    best_scan b;
+    const mt_variant *g1, *g2;
+    mt_status st = find_best_but(w, key, p->M, "gemm1=", skip_block_m, &b, msg, msg_size);
+    if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2) || mt_variant_chain(g1) > 0)
+        return st;
+    const char *act = mt_activation_name(key->activation);
+    const int late = mt_tune_text_is_late(b.text);
+    for (size_t i = 0; i < w->nsearch[0] && !st; i++) {
+        const mt_variant *u = &w->search[0][i];
+        const char *epi = mt_variant_get(u, "epilogue");
+        if (mt_variant_chain(u) <= 0 || !epi || strcmp(epi, act) || !mt_gemm_role_fits(u, p, 0) ||
+            !mt_variant_differs_only_among(u, g1, free_params))
+            continue;
+        const size_t h = mt_find_store_sibling(w->all, w->nall, u);
+        if (h == (size_t)-1 || !admitted(w->o, &w->all[h], 2))
+            continue;
+        char text[1024];
+        pipeline_text("", u, &w->all[h], late, text, sizeof text);
+        st = measure_one(w, key, p->M, text, u, &w->all[h], msg, msg_size);
+    }
+    return st;
+}
+
 /* Stage 3 from the best pair, or with skip_block_m > 0 from the best pair
  * whose GEMM1 has another BLOCK_M than skip_block_m (each round from the
- * best of that kind as it then stands). */
+ * best of that kind as it then stands), then the chain round. */
 static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, int64_t skip_block_m,
                         char *msg, size_t msg_size)
 {
@@ -578,7 +612,7 @@ static mt_status refine(worker *w, const mt_db_key *key, const mt_problem *p, in
             }
         }
     free(pick);
-    return st;
+    return st ? st : chain_round(w, key, p, skip_block_m, msg, msg_size);
 }
 
 /* Stage 4: the best pipeline launched the other way. Launched early, a

@@ -99,6 +99,15 @@ const char *mt_variant_a_activation(const mt_variant *v);
  * last CTA of each slot's 128-column group that group (grouped_gemv
  * OQUANT=last), so that the pipeline has no act step. */
 int mt_variant_quantizes_out(const mt_variant *v);
+/* The weight rows of the GEMM2 tile that GEMM1 variant v runs in its own
+ * launch (grouped_gemv CHAIN > 0: a decode batch in one launch), 0 for a
+ * GEMM1 that leaves GEMM2 to a launch of its own. */
+int64_t mt_variant_chain(const mt_variant *v);
+/* 1 when u is the GEMM2 tile that such a GEMM1 g1 runs: the topk sum
+ * ("sum") of CHAIN weight rows with g1's dtype, quant, format, BLOCK_M,
+ * WARPS, UNROLL and AHEAD, fed by it (AQUANT and OQUANT "step"), itself
+ * unchained. A pipeline names it as its GEMM2. */
+int mt_variant_is_chain_gemm2(const mt_variant *u, const mt_variant *g1);
 /* 1 when GEMM variant v adds each token's topk slots itself, which only a
  * GEMM2 of the standard format does: the epilogue "sum" (a tiled family's
  * rows added into fp32 sums by atomics; grouped_gemv's a row block per

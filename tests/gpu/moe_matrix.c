@@ -156,7 +156,8 @@ static void compare_twins(const mt_problem *p, size_t out_bytes, const void *got
 }
 
 /* A plan whose kernels count CTAs in (a GEMM1 quantizing its output,
- * OQUANT=last; a GEMM2 whose last CTA sums, lastsum) must leave its
+ * OQUANT=last, or running GEMM2 in its launch, CHAIN; a GEMM2 whose last
+ * CTA sums, lastsum) must leave its
  * counters at 0: run it again on the workspace the last run left, without
  * the memset that clears them before a run (no ALIGN step bit, as the
  * tuner's step timings run), and its output must be the same bytes. One
@@ -187,19 +188,14 @@ static void check_rearmed(const mt_moe_plan *plan, const mt_problem *p, const mt
     free(again);
 }
 
-/* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
- * code on the same rows, and one that quantizes its activated output for
- * GEMM2 (OQUANT=last) the act step's on the same columns, and their
- * products are the step-fed tile's: so plan's output (got) must equal, byte
- * for byte, that of the same pipeline with its twin that does neither
- * (AQUANT=step, OQUANT=step) as GEMM1 between those steps. One "twin"
- * check. */
-static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
-                            CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
-                            const char *desc)
+/* The GEMM1 whose pipeline is check_step_twin's reference for GEMM1 tile
+ * cta (NULL: not loaded): the same tile in a launch of its own (CHAIN=0)
+ * where cta runs GEMM2 in its launch, else its twin that quantizes neither
+ * its A rows nor its output (AQUANT=step, OQUANT=step). */
+static const mt_kernel *step_twin_of(const mt_variant *cta)
 {
-    char msg[512];
-    const mt_variant *cta = &plan->step[MT_STEP_GEMM1].v;
+    if (mt_variant_chain(cta) > 0)
+        return mt_kernel_set_find_sibling(&mm_kernels, cta, "CHAIN", "0");
     const mt_kernel *twin = NULL;
     const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
     if (mt_variant_quantizes_a(cta)) {
@@ -208,10 +204,30 @@ static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const 
     }
     if (from && mt_variant_quantizes_out(cta))
         twin = mt_kernel_set_find_sibling(&mm_kernels, from, "OQUANT", "step");
+    return twin;
+}
+
+/* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
+ * code on the same rows, and one that quantizes its activated output for
+ * GEMM2 (OQUANT=last) the act step's on the same columns, and their
+ * products are the step-fed tile's: so plan's output (got) must equal, byte
+ * for byte, that of the same pipeline with its twin that does neither
+ * (AQUANT=step, OQUANT=step) as GEMM1 between those steps. Likewise a
+ * GEMM1 that runs GEMM2 in its launch (CHAIN) runs both GEMMs' own code:
+ * its output must equal that of the same two tiles launched one after the
+ * other. One "twin" check. */
+static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
+                            CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
+                            const char *desc)
+{
+    char msg[512];
+    const mt_variant *cta = &plan->step[MT_STEP_GEMM1].v;
+    const mt_kernel *twin = step_twin_of(cta);
     mt_moe_plan step;
     mt_status st = MT_ERR_NOT_FOUND;
     if (!twin)
-        snprintf(msg, sizeof msg, "no AQUANT=step OQUANT=step twin loaded");
+        snprintf(msg, sizeof msg, "no %s twin loaded",
+                 mt_variant_chain(cta) > 0 ? "CHAIN=0" : "AQUANT=step OQUANT=step");
     else if (!(st = mt_plan_compose(&mm_kernels, p, twin->v.name, &step, msg, sizeof msg))) {
         step.step[MT_STEP_GEMM2] = plan->step[MT_STEP_GEMM2];
         st = mt_moe_plan_check(&step, p, msg, sizeof msg);
@@ -324,12 +340,15 @@ void mm_run_case(const qcase *c, uint64_t seed)
          * activation and quantizes its A rows itself (AQUANT=silu, gelu; no
          * act step), whose output must equal that run's byte for byte (the
          * act step's own code makes the same bytes and scales). */
+        /* (A GEMM1 running GEMM2 in its launch, CHAIN, runs once: its GEMM2
+         * is the tile it runs.) */
+        const int chains = mt_variant_chain(&plan.step[MT_STEP_GEMM1].v) > 0;
         const mt_kernel *gemm2[6] = {
             &plan.step[MT_STEP_GEMM2],
-            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum"),
-            mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "lastsum")};
+            chains ? NULL : mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "sum"),
+            chains ? NULL : mt_kernel_set_find_sibling(&mm_kernels, &plan.step[MT_STEP_GEMM2].v, "epilogue", "lastsum")};
         const char *act = mt_activation_name(p.activation);
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 3 && !chains; k++) {
             const mt_kernel *own = gemm2[k] ? mt_kernel_set_find_sibling(&mm_kernels, &gemm2[k]->v, "AQUANT", act)
                                             : NULL;
             if (own && mt_gemm_pair_fits(&plan.step[MT_STEP_GEMM1].v, &own->v) && mt_gemm_role_fits(&own->v, &p, 1))
@@ -377,11 +396,11 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 check("fused", desc, name, err, nans, tol);
                 /* (A GEMM2 that sums by atomics would not give the same
                  * bytes twice; none goes with these tiles.) */
-                if (mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) ||
+                if (mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains ||
                     !strcmp(mt_variant_get(&plan.step[MT_STEP_GEMM2].v, "epilogue"), "lastsum"))
                     check_rearmed(&plan, &p, &d, ws, ws_size, out_bytes, got, desc, name);
                 if ((mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) ||
-                     mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v)) &&
+                     mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains) &&
                     !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
                     check_step_twin(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc);
                 if (pass < 3) {
