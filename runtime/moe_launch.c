@@ -253,6 +253,11 @@ int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
     }
 }
 
+int mt_moe_plan_needs(const mt_moe_plan *plan, const mt_problem *p, mt_step s)
+{
+    return mt_moe_plan_uses(plan, p, s) || (s == MT_STEP_GEMM2 && gemm1_chains(plan));
+}
+
 /* act_quant's qtype and gran values for a w8a8 mode. */
 static const char *quant_qtype(mt_quant_mode q)
 {
@@ -370,7 +375,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     const char *dtype = mt_dtype_name(p->dtype);
     for (int s = 0; s < MT_STEP_ALL; s++) {
         const mt_kernel *k = &plan->step[s];
-        if (!mt_moe_plan_uses(plan, p, (mt_step)s))
+        if (!mt_moe_plan_needs(plan, p, (mt_step)s))
             continue;
         if (!k->fn)
             return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the plan has no %s kernel",
@@ -381,7 +386,7 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
     const mt_kernel *g1 = &plan->step[MT_STEP_GEMM1], *g2 = &plan->step[MT_STEP_GEMM2];
     if (gemm1_chains(plan) && (!g2->fn || !mt_variant_is_chain_gemm2(&g2->v, &g1->v)))
         return mt_errf(msg, msg_size, MT_ERR_INCOMPATIBLE,
-                       "gemm1 kernel %s runs GEMM2 in its launch as the topk-sum tile of %lld "
+                       "gemm1 kernel %s runs GEMM2 in its launch as the lastsum tile of %lld "
                        "weight rows with its WARPS, UNROLL and AHEAD; the plan's gemm2 must name "
                        "that tile, not %s", g1->v.name, (long long)mt_variant_chain(&g1->v),
                        g2->fn ? g2->v.name : "(none)");
@@ -495,7 +500,7 @@ typedef struct ws_layout {
     size_t count1, count2;       /* split-K (and lastsum, count2): the GEMMs' counters,
                                   * after the flags */
     size_t chain;                /* a chained GEMM1 (CHAIN): its work counter and a
-                                  * count of GEMM1 tiles done per token, after them */
+                                  * count of GEMM1 tiles done per slot, after them */
     size_t partial;              /* split-K: partial sums, shared by the GEMMs */
     size_t cta_counts;           /* align on a grid: per-CTA expert counts */
     int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
@@ -612,10 +617,10 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     L.grid2 = chains ? 0 : gemm_grid(g2, L.tiles2);
     /* Counters: split-K's per tile, a last-CTA sum's per token and column
      * block (fewer than GEMM2's tiles, a tile per slot and block); then a
-     * chained launch's work counter and per-token counts. */
+     * chained launch's work counter and per-slot counts. */
     const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan) || gemm1_quantizes_out(plan);
     const int64_t counters = counted ? L.tiles1 + L.tiles2 : 0;
-    L.zero_words = WS_FLAGS + counters + (chains ? 1 + p->M : 0);
+    L.zero_words = WS_FLAGS + counters + (chains ? 1 + slots : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
     L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);

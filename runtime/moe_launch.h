@@ -94,13 +94,18 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
  * runs it in its launch.) */
 int mt_moe_plan_uses(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
 
+/* Does the plan need step s's kernel: does it run it, or is it the GEMM2
+ * tile that a gemm1 running GEMM2 in its launch (CHAIN) runs? (A stored
+ * pipeline names every step so needed.) */
+int mt_moe_plan_needs(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
+
 /* Workspace bytes for problem p (p->M tokens) under the plan. A split-K
  * plan (SPLIT_K > 1) adds a tile counter per output tile of each GEMM and
  * a region for the larger GEMM's partial sums (tiles * SPLIT_K * BLOCK_M *
  * BLOCK_N floats); an unsplit plan's size does not depend on them. A GEMM2
  * whose last CTA sums a token's slots ("lastsum") adds the same counters;
  * a gemm1 that runs GEMM2 in its launch (CHAIN) a work counter and one per
- * token. */
+ * slot. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
 /* Run the experts stage (standard format: the whole fused MoE into t->out

@@ -53,20 +53,19 @@ typedef struct mt_gemv_slot_args {
  * (grouped_gemv CHAIN > 0, BLOCK_M 1; grouped_gemv_chain.cuh): `first` is
  * GEMM1's argument as its own launch would take it (the activation fused,
  * and in the block modes its A rows and its output quantized by its CTAs),
- * `second` GEMM2's as a slot-routed GEMM2 with the topk sum ("sum") would:
- * its A is GEMM1's output, its C the output [tokens, second.gemm.N]. The
- * CTAs take work items from *work in order: first every GEMM1 tile (slot by
- * slot), then every GEMM2 tile (token by token); a GEMM1 tile counts itself
- * in at done[token] once its columns (and any group it quantized) are
- * written, and a GEMM2 tile of that token waits there for topk * (GEMM1's
- * column blocks) of them. Both zero at launch, and again after (the last
+ * `second` GEMM2's as a slot-routed GEMM2 whose last CTA sums the topk
+ * ("lastsum") would: its A is GEMM1's output. The CTAs take work items
+ * from *work in order: first every GEMM1 tile, then every GEMM2 tile (slot
+ * by slot both); a GEMM1 tile counts itself in at done[slot] once its
+ * columns (and any group it quantized) are written, and a GEMM2 tile of
+ * that slot waits there for GEMM1's column blocks of it. Both zero at launch, and again after (the last
  * CTA to finish re-arms them); a GEMM2 tile waits only on tiles handed out
  * before it, each held by a running CTA, so any grid size makes progress. */
 typedef struct mt_gemv_chain_args {
     mt_gemv_slot_args first;
     mt_gemv_slot_args second;
     int32_t *work;               /* [1] the next work item */
-    int32_t *done;               /* [tokens] GEMM1 tiles done per token */
+    int32_t *done;               /* [slots] GEMM1 tiles done per slot */
 } mt_gemv_chain_args;
 
 #endif

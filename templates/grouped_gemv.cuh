@@ -412,6 +412,8 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
     auto a_chunk = [&](const unsigned char *p) {
         if constexpr (quantizes_a<Cfg>())
             return ld_cta_chunk(p);
+        else if constexpr (chained<Cfg>())
+            return ld_chain_chunk(p);
         else
             return ld_act_chunk(p);
     };
@@ -420,6 +422,8 @@ __device__ __forceinline__ void gemv_pass(const mt_gemm_args &a, const tile_rows
             return 1.f;
         else if constexpr (quantizes_a<Cfg>())
             return aq.scale[c * EPC / 128];
+        else if constexpr (chained<Cfg>())
+            return __ldcg(a.a_scale + sa_off[r] + c * EPC / 128);
         else
             return a.a_scale[sa_off[r] + c * EPC / 128];
     };
@@ -560,8 +564,10 @@ __device__ __forceinline__ bool slot_tile_of(const mt_gemv_slot_args &s, int pid
 /* One CTA's work once its tile is known: the live rows of the block into a
  * compact table (BM = 1: the slot itself), then the passes over them;
  * enter() in the first pass, after its first weight loads (pending only for
- * BM = 1, whose block always has its one live row: gemv_may_load_early). */
-template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb, gemv_enter enter)
+ * BM = 1, whose block always has its one live row: gemv_may_load_early; a
+ * chained GEMM2's wait for its slot's GEMM1 tiles, grouped_gemv_chain.cuh). */
+template <class Cfg, class Enter = gemv_enter>
+__device__ void gemv_tile(const mt_gemm_args &a, const tile_rows &t, int nb, Enter enter)
 {
     using S = gemv_shape<Cfg>;
     __shared__ int64_t s_arow[Cfg::BM], s_crow[Cfg::BM];
@@ -643,12 +649,8 @@ template <class Cfg> __device__ void gemv_tile(const mt_gemm_args &a, const tile
  * [slots, K] round trip and its launch (and without rounding each slot's
  * product to T first). The work of the pair's lanes is the flat list of
  * (slot, chunk) items, so that a short K (DeepSeek-V3's GEMM2: 16 chunks)
- * still keeps UNROLL chunks of every lane in flight across the slots.
- * pid() gives the tile (unsigned, as blockIdx.x: the kernels of one tile a
- * CTA compile to the code they had before this took it), enter() is the
- * wait, called after the first round of weight loads (stream_rounds). */
-template <class Cfg, class Pid, class Enter>
-__device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid pid, Enter enter)
+ * still keeps UNROLL chunks of every lane in flight across the slots. */
+template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_args &s)
 {
     using S = gemv_shape<Cfg>;
     using Q = typename S::Q;
@@ -670,7 +672,10 @@ __device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid 
         aq_q = s_aq;
         aq_s = s_as;
     }
-    const int n_blocks = num_n_blocks<Cfg>(a), token = pid() / n_blocks, nb = pid() % n_blocks;
+    const gemv_enter enter = {gemv_may_load_early<Cfg>(a)};
+    if (!enter.pending)
+        pdl_enter();
+    const int n_blocks = num_n_blocks<Cfg>(a), token = blockIdx.x / n_blocks, nb = blockIdx.x % n_blocks;
     if ((int64_t)token * s.topk >= a.num_slots) {
         enter();
         return;
@@ -727,8 +732,6 @@ __device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid 
             vec8 ac;
             if constexpr (quantizes_a<Cfg>())
                 ac = ld_cta_chunk(aq_q + (int64_t)r * a.K + c * 16);
-            else if constexpr (chained<Cfg>())
-                ac = ld_chain_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
             else
                 ac = ld_act_chunk(A + arow * a.lda * (Q::A_BITS / 8) + c * 16);
             /* The slot's scale of column n[j]: router weight times what
@@ -743,9 +746,6 @@ __device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid 
                     sc[j] = a.a_scale[arow] * a.b_scale[(int64_t)e * a.N + n];
                 else if constexpr (Q::GRAN == 3 && quantizes_a<Cfg>())
                     sc[j] = aq_s[r * kblocks + kb] * a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
-                else if constexpr (Q::GRAN == 3 && chained<Cfg>())
-                    sc[j] = __ldcg(a.a_scale + arow * a.a_scale_ld + kb) *
-                            a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
                 else if constexpr (Q::GRAN == 3)
                     sc[j] = a.a_scale[arow * a.a_scale_ld + kb] *
                             a.b_scale[((int64_t)e * nblocks + n / 128) * kblocks + kb];
@@ -786,16 +786,6 @@ __device__ __forceinline__ void token_sums_tile(const mt_gemv_slot_args &s, Pid 
         acc[j] = pair_lanes_sum<S::KL>(acc[j]);
     if (lp.kl == 0)
         store_pair<T>(static_cast<T *>(a.C), (int64_t)token * a.ldc + lp.n[0], lp.ok, acc[0], acc[1]);
-}
-
-/* The launch of such a GEMM2: CTA blockIdx.x's tile, the routing and the
- * first weight loads before the wait where the launch allows. */
-template <class Cfg> __device__ void grouped_gemv_token_sums(const mt_gemv_slot_args &s)
-{
-    const gemv_enter enter = {gemv_may_load_early<Cfg>(s.gemm)};
-    if (!enter.pending)
-        pdl_enter();
-    token_sums_tile<Cfg>(s, [] { return blockIdx.x; }, enter);
 }
 
 /* The reduce step's items (moe_reduce.cuh reduce_rows) of one token's

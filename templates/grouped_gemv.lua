@@ -30,9 +30,9 @@
 -- and scales): no act step, each group quantized once. CHAIN > 0
 -- (BLOCK_M 1, GEMM1 with the activation fused; 16-bit operands, or the
 -- block modes with AQUANT "cta" and OQUANT "last"): the kernel runs GEMM2
--- too, in the same launch, as the tile of CHAIN weight rows with the topk
--- sum ("sum", the same WARPS, UNROLL and AHEAD), so that a decode batch is
--- one launch; the pipeline names that GEMM2 tile, which the runtime does
+-- too, in the same launch, as the tile of CHAIN weight rows whose last CTA
+-- sums the topk ("lastsum", the same WARPS, UNROLL and AHEAD), so that a
+-- decode batch is one launch; the pipeline names that GEMM2 tile, which the runtime does
 -- not launch. Device code: grouped_gemv.cuh, grouped_gemv_chain.cuh.
 
 local ELEM = { bf16 = "mt::bf16", fp16 = "mt::f16" }
@@ -100,7 +100,7 @@ for _, q in ipairs(QUANTS) do
   end
 end
 -- A chained tile per mode that has them (16-bit operands and the block
--- modes): the one-token tile above running GEMM2 as its 16-row topk-sum
+-- modes): the one-token tile above running GEMM2 as its 16-row "lastsum"
 -- twin, which the entries above hold (the pipeline's GEMM2, and with the
 -- unchained tile the tests' reference).
 for _, q in ipairs(QUANTS) do
@@ -245,14 +245,14 @@ ${CHAIN_CFG}extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(con
       ENTRY = chain and "grouped_gemv_chain"
               or p.epilogue == "sum" and "grouped_gemv_token_sums"
               or p.BLOCK_M == 1 and "grouped_gemv_slots" or "grouped_gemv",
-      -- The chained GEMM2's tile: the topk sum of CHAIN weight rows, whose A
+      -- The chained GEMM2's tile: "lastsum" of CHAIN weight rows, whose A
       -- rows other CTAs of the launch write (CHAINED).
       CHAIN_CFG = chain and mt.subst([[
 struct ${NAME}_cfg2 {
     using T = ${ELEM};
     static constexpr int QUANT = ${QUANT}, FORMAT = ${FORMAT}, EPI = 0;
     static constexpr int BM = 1, BN = ${BN}, WARPS = ${WARPS}, UNROLL = ${UNROLL};
-    static constexpr bool AHEAD = ${AHEAD}, CHAINED = true;
+    static constexpr bool AHEAD = ${AHEAD}, LAST_SUM = true, CHAINED = true;
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;
 };
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],

@@ -1,38 +1,43 @@
 /*
  * GEMM1 and GEMM2 of a decode batch in one launch (grouped_gemv CHAIN > 0):
  * the slot-routed matrix-vector tiles of grouped_gemv.cuh, GEMM1's with the
- * activation fused (Cfg1) and GEMM2's with the topk sum (Cfg2, a row block
- * per token), as work items of one grid. A pipeline of separate launches
+ * activation fused (Cfg1) and GEMM2's with the last CTA's topk sum (Cfg2,
+ * "lastsum": a row block per slot, so GEMM2 has as many tiles as a launch
+ * of its own), as work items of one grid. A pipeline of separate launches
  * pays, per launch, the ramp of its first loads and the tail of its last
  * CTAs, and GEMM2's tiles wait for the whole of GEMM1 (the launch wait);
  * here a CTA done with its GEMM1 tiles goes on to GEMM2's, issues its first
- * weight loads and waits only for the GEMM1 tiles of its own token. The
+ * weight loads and waits only for the GEMM1 tiles of its own slot. The
  * block modes' quantizations stay inside too: GEMM1's CTAs quantize their
  * token row (AQUANT "cta") and the last CTA of each 128-column group the
  * activated group (OQUANT "last"), so the pipeline is this one launch.
  *
  * Work items come from a counter (mt_gemv_chain_args.work) in order, every
- * GEMM1 tile (slot-major, as slot_tile_of numbers them) before any GEMM2
- * tile (token-major, as token_sums_tile does): a GEMM2 tile waits only on
+ * GEMM1 tile before any GEMM2 tile (both slot-major, as slot_tile_of
+ * numbers them): a GEMM2 tile waits only on
  * tiles handed out before it, each held by a CTA that runs it to its end
  * without waiting, so the launch makes progress with any grid and any
  * number of CTAs resident. The wait is the release/acquire pattern of a
- * grid barrier: every thread's stores, a CTA barrier, a fence and the count
- * by one thread; on the other side one thread's acquiring loads until the
+ * grid barrier: every thread's stores, a CTA barrier, then one thread's
+ * fence and count; on the other side one thread's acquiring loads until the
  * count is full, a fence and a CTA barrier, then GEMM2's A rows and scales
- * by L2 loads (Cfg2::CHAINED: ld_chain_chunk, __ldcg).
+ * by L2 loads (Cfg2::CHAINED: ld_chain_chunk, __ldcg); the last CTA of a
+ * token's slots in a column block reads their rows after arrive_last, as
+ * "lastsum" does. The last CTA to finish re-arms the counters (0), as a
+ * split-K or "lastsum" launch does, so that the launch can run again
+ * without the runtime's memset.
  *
  * Cfg1: a grouped_gemv Cfg with BM = 1 and a fused activation (EPI > 0).
- * Cfg2: BM = 1, EPI = 0 (the topk sum), CHAINED = true, the same WARPS.
+ * Cfg2: BM = 1, EPI = 0, LAST_SUM = true, CHAINED = true, the same WARPS.
  */
 #pragma once
 #include "grouped_gemv.cuh"
 
 namespace mt {
 
-/* The wait of a chained GEMM2 tile (token_sums_tile's enter(), after its
- * first round of weight loads): until `want` GEMM1 tiles of the token have
- * counted in at *done. */
+/* The wait of a chained GEMM2 tile (gemv_tile's enter(), after its first
+ * round of weight loads): until `want` GEMM1 tiles of the slot have counted
+ * in at *done. */
 struct chain_wait {
     const int32_t *done;
     int32_t want;
@@ -55,15 +60,16 @@ struct chain_wait {
 template <class Cfg1, class Cfg2> __device__ void grouped_gemv_chain(const mt_gemv_chain_args &c)
 {
     static_assert(Cfg1::BM == 1 && gemv_shape<Cfg1>::FUSED, "chain: GEMM1 a row block per slot, activation fused");
-    static_assert(Cfg2::BM == 1 && !gemv_shape<Cfg2>::FUSED && chained<Cfg2>(), "chain: GEMM2 the topk sum");
+    static_assert(Cfg2::BM == 1 && !gemv_shape<Cfg2>::FUSED && last_sums<Cfg2>() && chained<Cfg2>(),
+                  "chain: GEMM2 a row block per slot, the last CTA's topk sum");
     static_assert(Cfg1::WARPS == Cfg2::WARPS, "chain: one CTA shape for both");
     __shared__ int s_item;
     /* The hidden states and the routing come from the steps ahead. */
     pdl_enter();
-    const mt_gemv_slot_args &s1 = c.first;
-    const int nb1 = num_n_blocks<Cfg1>(s1.gemm), nb2 = num_n_blocks<Cfg2>(c.second.gemm);
-    const int items1 = s1.gemm.num_slots * nb1;
-    const int items = items1 + s1.gemm.num_slots / s1.topk * nb2;
+    const mt_gemv_slot_args &s1 = c.first, &s2 = c.second;
+    const int slots = s1.gemm.num_slots;
+    const int nb1 = num_n_blocks<Cfg1>(s1.gemm), items1 = slots * nb1;
+    const int items = items1 + slots * num_n_blocks<Cfg2>(s2.gemm);
     for (;;) {
         __syncthreads();   /* every thread is done with the last item's s_item and tables */
         if (threadIdx.x == 0)
@@ -75,30 +81,38 @@ template <class Cfg1, class Cfg2> __device__ void grouped_gemv_chain(const mt_ge
              * last of those takes items + gridDim.x - 1, when every CTA is
              * done, and re-arms the counters for the next launch. */
             if (item == items + (int)gridDim.x - 1) {
-                for (int t = threadIdx.x; t < s1.gemm.num_slots / s1.topk; t += blockDim.x)
-                    c.done[t] = 0;
+                __threadfence();
+                for (int i = threadIdx.x; i < slots; i += blockDim.x)
+                    c.done[i] = 0;
                 if (threadIdx.x == 0)
                     *c.work = 0;
             }
             break;
         }
+        tile_rows t;
+        int nb;
         if (item < items1) {
-            tile_rows t;
-            int nb;
             if (slot_tile_of<Cfg1>(s1, item, &t, &nb))
                 gemv_tile<Cfg1>(s1.gemm, t, nb, gemv_enter{false});
             if constexpr (last_quants<Cfg1>())
                 if (t.expert >= 0)
                     quantize_group_if_last<Cfg1>(s1, t.mb, nb);
             /* Counted in whether it had work or not (a dropped slot), so
-             * that a token's count always reaches topk * nb1. */
-            __threadfence();
+             * that a slot's count always reaches nb1: every thread's stores
+             * before the barrier, then the fence and the count by one. */
             __syncthreads();
-            if (threadIdx.x == 0)
-                atomicAdd(c.done + t.mb / s1.topk, 1);
+            if (threadIdx.x == 0) {
+                __threadfence();
+                atomicAdd(c.done + t.mb, 1);
+            }
         } else {
-            const unsigned pid = item - items1;
-            token_sums_tile<Cfg2>(c.second, [pid] { return pid; }, chain_wait{c.done + pid / nb2, s1.topk * nb1});
+            /* GEMM2's tile of the slot (a dropped slot has none), after its
+             * first weight loads waiting for the slot's GEMM1 tiles; then,
+             * as "lastsum" does, the last of the token's slots in the column
+             * block adds their rows into the output. */
+            if (slot_tile_of<Cfg2>(s2, item - items1, &t, &nb))
+                gemv_tile<Cfg2>(s2.gemm, t, nb, chain_wait{c.done + t.mb, nb1});
+            sum_token_if_last<Cfg2>(s2, t.mb, nb);
         }
     }
 }

@@ -808,13 +808,15 @@ static void test_gemv_gemm1_quantizes_output(void **state)
 
 /* A slot-routed GEMM1 that runs GEMM2 in its launch (grouped_gemv CHAIN):
  * the pipeline is that one launch, its argument both GEMMs' as their own
- * launches would take them (GEMM2's that of the topk-sum tile it runs,
- * reading GEMM1's output and writing the output tensor), with a work
- * counter and a count per token right after the flags, zeroed with them,
- * and a CTA per tile of both GEMMs where nothing caps the grid; in the
- * block modes, quantizing its A rows and its output, one launch too, GEMM2
- * reading the quantized rows. Refused with another GEMM2 than the tile it
- * runs, by name, before any launch. */
+ * launches would take them (GEMM2's that of the "lastsum" tile it runs,
+ * reading GEMM1's output, storing per slot and summing into the output
+ * tensor), with GEMM2's counters and then a work counter and a count per
+ * slot right after the flags, zeroed with them; a CTA per tile of both
+ * GEMMs, at most the CTAs the GPU holds at once; without the align step's
+ * bit no memset, GEMM2's bit alone nothing. In the block modes, quantizing
+ * its A rows and its output, one launch too, GEMM2 reading the quantized
+ * rows. Refused with another GEMM2 than the tile it runs, by name, before
+ * any launch. */
 static void test_gemv_chain(void **state)
 {
     (void)state;
@@ -823,34 +825,60 @@ static void test_gemv_chain(void **state)
     mt_problem_init(&p, 3, 8, 2, 512, 384);
     default_plan(&p, &plan);
     set_gemm(&plan, MT_STEP_GEMM1, "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1_c16");
-    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1");
+    set_gemm(&plan, MT_STEP_GEMM2, "mtk_grouped_gemv_bf16_none_standard_lastsum_m1_n16_w4_u4_a1");
     fake_driver(0);
     mt_moe_tensors t = fake_tensors();
     char msg[512] = "";
-    for (int s = 0; s < MT_STEP_ALL; s++)
+    for (int s = 0; s < MT_STEP_ALL; s++) {
         assert_int_equal(mt_moe_plan_uses(&plan, &p, (mt_step)s), s == MT_STEP_GEMM1);
+        assert_int_equal(mt_moe_plan_needs(&plan, &p, (mt_step)s), s == MT_STEP_GEMM1 || s == MT_STEP_GEMM2);
+    }
     assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
     assert_launches(1, (const mt_step[]){MT_STEP_GEMM1});
     const mt_gemv_chain_args *c = &fake.chain;
     assert_ptr_equal(c->first.gemm.A, t.hidden);
     assert_int_equal(c->first.gemm.N, 2 * 384);
     assert_ptr_equal(c->second.gemm.A, c->first.gemm.C);   /* the activated intermediate */
-    assert_ptr_equal(c->second.gemm.C, t.out);
+    assert_ptr_equal(c->second.out, t.out);
+    assert_ptr_not_equal(c->second.gemm.C, t.out);         /* the rows per slot */
     assert_ptr_equal(c->second.gemm.row_weight, t.topk_weights);
     assert_int_equal(c->second.gemm.N, 512);
     assert_int_equal(c->second.gemm.K, 384);
     assert_int_equal(c->first.topk, 2);
     assert_int_equal(c->first.gemm.pdl_early, 0);
     assert_int_equal(c->second.gemm.pdl_early, 0);
-    assert_ptr_equal((void *)(uintptr_t)c->work, (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
+    /* 6 slots x 48 column blocks (silu: 8 columns a CTA) + 6 x 32 */
+    const int64_t tiles1 = 6 * 48, tiles2 = 6 * 32;
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], tiles1 + tiles2);
+    /* the flags, both GEMMs' counters (GEMM2's lastsum ones), the chain's */
+    assert_ptr_equal((void *)(uintptr_t)c->second.gemm.tile_count,
+                     (void *)(uintptr_t)(fake.memset_at[0] + (4 + tiles1) * sizeof(int32_t)));
+    assert_ptr_equal((void *)(uintptr_t)c->work,
+                     (void *)(uintptr_t)(fake.memset_at[0] + (4 + tiles1 + tiles2) * sizeof(int32_t)));
     assert_ptr_equal(c->done, c->work + 1);
-    assert_true(fake.memset_words[0] >= 4 + 1 + (size_t)p.M);
-    /* 6 slots x 48 column blocks (silu: 8 columns a CTA) + 3 tokens x 32 */
-    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 6 * 48 + 3 * 32);
+    assert_int_equal(fake.memset_words[0], 4 + tiles1 + tiles2 + 1 + 6);
+    /* At most the CTAs the GPU holds at once. */
+    mt_moe_plan capped = plan;
+    capped.step[MT_STEP_GEMM1].max_ctas = 100;
+    assert_int_equal(run(&capped, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 100);
+    /* Steps: without the align step's bit no memset (the launch re-arms its
+     * counters); GEMM2's bit alone launches nothing. */
+    const size_t ws = mt_moe_workspace_size(&plan, &p);
+    fake.launches = fake.memsets = 0;
+    assert_int_equal(mt_moe_run_steps(&plan, &p, &t, (CUdeviceptr)0x40000000, ws,
+                                      MT_STEPS_EVERY & ~MT_STEP_BIT(MT_STEP_ALIGN), NULL, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.memsets, 0);
+    assert_launches(1, (const mt_step[]){MT_STEP_GEMM1});
+    fake.launches = 0;
+    assert_int_equal(mt_moe_run_steps(&plan, &p, &t, (CUdeviceptr)0x40000000, ws, MT_STEP_BIT(MT_STEP_GEMM2),
+                                      NULL, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 0);
     /* Any other GEMM2 is refused. */
-    static const char *const other[] = {"mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a0",
+    static const char *const other[] = {"mtk_grouped_gemv_bf16_none_standard_lastsum_m1_n16_w4_u4_a0",
+                                        "mtk_grouped_gemv_bf16_none_standard_sum_m1_n16_w4_u4_a1",
                                         "mtk_grouped_gemv_bf16_none_standard_store_m1_n16_w4_u4_a1"};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         mt_moe_plan bad = plan;
         set_gemm(&bad, MT_STEP_GEMM2, other[i]);
         assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
@@ -861,17 +889,16 @@ static void test_gemv_chain(void **state)
     /* fp8 block-wise: the GEMM1 quantizes its rows and its output. */
     mt_moe_plan q;
     mt_moe_tensors tq = fp8_block_decode(&p, &q, 384, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_c16",
-                                         "mtk_grouped_gemv_bf16_fp8xblock_standard_sum_m1_n16_w4_u4_a1");
+                                         "mtk_grouped_gemv_bf16_fp8xblock_standard_lastsum_m1_n16_w4_u4_a1");
     assert_int_equal(run(&q, &p, &tq, msg, sizeof msg), MT_OK);
     assert_launches(1, (const mt_step[]){MT_STEP_GEMM1});
     assert_ptr_equal(c->first.gemm.A, tq.hidden);
     assert_non_null(c->first.act_q);
     assert_ptr_equal(c->second.gemm.A, c->first.act_q);
     assert_ptr_equal(c->second.gemm.a_scale, c->first.act_scale);
-    /* the OQUANT=last counters, then the chain's */
     assert_ptr_equal((void *)(uintptr_t)c->first.gemm.tile_count,
                      (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
-    assert_true((uintptr_t)c->work > (uintptr_t)c->first.gemm.tile_count);
+    assert_int_equal(fake.memset_words[0], 4 + 4 * 48 + 4 * 32 + 1 + 4);   /* M 2, topk 2, K 512 */
 }
 
 /* A tiled GEMM1 under the same small quantization (M 1, fp8 block-wise,

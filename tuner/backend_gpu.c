@@ -228,7 +228,7 @@ static mt_status gpu_pipeline(void *self, const mt_variant *g1, const mt_variant
                                     MT_STEP_ACT,   MT_STEP_GEMM2, MT_STEP_REDUCE};
     *n = 0;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
-        if (plan.step[order[i]].fn && mt_moe_plan_uses(&plan, &b->d.p, order[i])) {
+        if (plan.step[order[i]].fn && mt_moe_plan_needs(&plan, &b->d.p, order[i])) {
             steps[*n] = plan.step[order[i]].v;
             roles[(*n)++] = mt_step_name(order[i]);
         }

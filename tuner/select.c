@@ -339,8 +339,8 @@ int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second)
 {
     const char *aload = mt_variant_get(v, "ALOAD"), *epi = mt_variant_get(v, "epilogue");
     const char *act = mt_variant_a_activation(v);
-    if (mt_variant_chain(v) > 0 && (second || p->topk > MT_GEMV_SUM_MAX_TOPK))
-        return 0;   /* a GEMM1 running GEMM2's topk sum in its launch */
+    if (mt_variant_chain(v) > 0 && second)
+        return 0;   /* a GEMM1 running GEMM2 in its launch */
     if (act) {   /* GEMM2 activating GEMM1's stored output (its pair: mt_moe_plan_check) */
         const int64_t rows = epi && !strcmp(epi, "sum") ? p->topk : 1;
         if (!second || strcmp(act, mt_activation_name(p->activation)) || rows * p->N > MT_GEMV_AQ_MAX_K)

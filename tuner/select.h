@@ -27,8 +27,7 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
  * MT_GEMV_AQ_MAX_K values of rows (one, or for "sum" a token's topk slots;
  * the GEMM1 before it must store its output as it is: mt_moe_plan_check);
  * one that quantizes its activated output for GEMM2 (OQUANT=last) is
- * GEMM1's; so is one that runs GEMM2's topk sum in its launch (CHAIN), for
- * a topk of at most MT_GEMV_SUM_MAX_TOPK. */
+ * GEMM1's; so is one that runs GEMM2 in its launch (CHAIN). */
 int mt_gemm_role_fits(const mt_variant *v, const mt_problem *p, int second);
 
 /* Can g2 follow g1 (both fitting their roles)? A GEMM2 that applies the

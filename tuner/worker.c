@@ -557,7 +557,6 @@ static mt_status chain_round(worker *w, const mt_db_key *key, const mt_problem *
     if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2) || mt_variant_chain(g1) > 0)
         return st;
     const char *act = mt_activation_name(key->activation);
-    const int late = mt_tune_text_is_late(b.text);
     for (size_t i = 0; i < w->nsearch[0] && !st; i++) {
         const mt_variant *u = &w->search[0][i];
         const char *epi = mt_variant_get(u, "epilogue");
@@ -568,7 +567,7 @@ static mt_status chain_round(worker *w, const mt_db_key *key, const mt_problem *
         if (h == (size_t)-1 || !admitted(w->o, &w->all[h], 2))
             continue;
         char text[1024];
-        pipeline_text("", u, &w->all[h], late, text, sizeof text);
+        pipeline_text("", u, &w->all[h], 0, text, sizeof text);   /* it waits at its start */
         st = measure_one(w, key, p->M, text, u, &w->all[h], msg, msg_size);
     }
     return st;
@@ -626,7 +625,8 @@ static mt_status settle_launch(worker *w, const mt_db_key *key, int64_t M, char 
     best_scan b;
     const mt_variant *g1, *g2;
     mt_status st = find_best(w, key, M, "gemm1=", &b, msg, msg_size);
-    if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2))
+    /* (A GEMM1 running GEMM2 in its launch waits at its start either way.) */
+    if (st || b.us >= 1e30 || !parse_pair(w, b.text, &g1, &g2) || mt_variant_chain(g1) > 0)
         return st;
     char text[1024];
     pipeline_text("", g1, g2, !mt_tune_text_is_late(b.text), text, sizeof text);

@@ -103,8 +103,8 @@ int mt_variant_quantizes_out(const mt_variant *v);
  * launch (grouped_gemv CHAIN > 0: a decode batch in one launch), 0 for a
  * GEMM1 that leaves GEMM2 to a launch of its own. */
 int64_t mt_variant_chain(const mt_variant *v);
-/* 1 when u is the GEMM2 tile that such a GEMM1 g1 runs: the topk sum
- * ("sum") of CHAIN weight rows with g1's dtype, quant, format, BLOCK_M,
+/* 1 when u is the GEMM2 tile that such a GEMM1 g1 runs: the last CTA's
+ * topk sum ("lastsum") of CHAIN weight rows with g1's dtype, quant, format, BLOCK_M,
  * WARPS, UNROLL and AHEAD, fed by it (AQUANT and OQUANT "step"), itself
  * unchained. A pipeline names it as its GEMM2. */
 int mt_variant_is_chain_gemm2(const mt_variant *u, const mt_variant *g1);
