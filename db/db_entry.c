@@ -67,9 +67,15 @@ static void bind_values(sqlite3_stmt *s, const mt_db_entry *e, int64_t key_id, i
 static mt_status exec_values(mt_db *db, const char *sql, const mt_db_entry *e, int64_t key_id,
                              int64_t prov_id, const char *what)
 {
-    char text[MT_DB_PIPELINE_TEXT_MAX];
+    char text[MT_DB_PIPELINE_TEXT_MAX], why[256];
+    mt_db_pipeline back;
     if (mt_db_pipeline_format(&e->pipeline, text, sizeof text) != MT_OK)
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "pipeline text too long");
+    /* Only what reads back: an entry that mt_db_pipeline_parse refuses
+     * would make every scan of the file fail (a pipeline without its
+     * gemm2, say). */
+    if (mt_db_pipeline_parse(text, &back, why, sizeof why) != MT_OK)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "entry %s M=%lld: %s", e->key.sku, (long long)e->M, why);
     sqlite3_stmt *s = NULL;
     mt_status st = mt_db__prepare(db, sql, &s);
     if (st)

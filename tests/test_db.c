@@ -430,6 +430,14 @@ static void test_put_entry_keeps_faster(void **state)
     bad = make_entry(&k, 5, 1.0, NULL, NULL);
     assert_int_not_equal(mt_db_put_entry(db, &bad, prov + 100, NULL), MT_OK);   /* no such provenance */
     assert_int_equal(count_entries(db, 1), 4);   /* the failed put left nothing */
+    /* A pipeline that would not read back (no gemm2) is refused by name,
+     * and leaves the file readable. */
+    mt_db_entry half = make_entry(&k, 256, 1.0, "mtk_g1", "mtk_g2");
+    half.pipeline.nsteps = 1;   /* gemm1 alone */
+    assert_int_equal(mt_db_put_entry(db, &half, prov, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(db), "lacks gemm1 or gemm2"));
+    assert_int_equal(count_entries(db, 0), 1);
+    assert_int_equal(count_entries(db, 1), 4);
     /* A result that beat the stored pipeline in its own run replaces the
      * entry even at a higher time than the stored one (from another run). */
     mt_db_entry slower = make_entry(&k, 128, 11.0, NULL, NULL);
