@@ -89,30 +89,29 @@ template <class Cfg> struct gemv_shape {
     static_assert(PAIRS % Cfg::WARPS == 0 && (RG == 1 || RG == 2 || RG == 4), "uneven pair split");
 };
 
+/* A 16-byte chunk by one ld.global with the qualifiers QUAL, as function
+ * NAME. Volatile asm: plain asm counts as free of side effects, and the
+ * compiler issued such loads ahead of the tests that guard them, past the
+ * end of the operand (compute-sanitizer memcheck, 3 December 2026). */
+#define MT_GEMV_LD_CHUNK(NAME, QUAL)                                                  \
+    __device__ __forceinline__ vec8 NAME(const unsigned char *p)                      \
+    {                                                                                 \
+        vec8 v;                                                                       \
+        asm volatile("ld.global" QUAL ".v4.u32 {%0,%1,%2,%3}, [%4];"                  \
+            : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])                  \
+            : "l"(p));                                                                \
+        return v;                                                                     \
+    }
 /* A weight chunk: read once, so past L1 (which keeps the A rows), with a
- * 256-byte L2 fetch (the lane's next chunks follow in the same row). Both
- * loads are volatile asm: plain asm counts as free of side effects, and
- * the compiler issued such loads ahead of the tests that guard them, past
- * the end of the operand (compute-sanitizer memcheck, 3 December 2026). */
-__device__ __forceinline__ vec8 ld_weight_chunk(const unsigned char *p)
-{
-    vec8 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-        : "l"(p));
-    return v;
-}
+ * 256-byte L2 fetch (the lane's next chunks follow in the same row). */
+MT_GEMV_LD_CHUNK(ld_weight_chunk, ".nc.L1::no_allocate.L2::256B")
 /* An A chunk: every pair of the CTA reads it, so through L1. The previous
  * step wrote it before this kernel waited on it (pdl_enter), and nothing
  * writes it while this kernel runs. */
-__device__ __forceinline__ vec8 ld_act_chunk(const unsigned char *p)
-{
-    vec8 v;
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-        : "l"(p));
-    return v;
-}
+MT_GEMV_LD_CHUNK(ld_act_chunk, ".nc")
+/* An A chunk that another CTA of this launch wrote (a chained GEMM2's):
+ * from L2, which holds it coherently, not through the non-coherent path. */
+MT_GEMV_LD_CHUNK(ld_chain_chunk, ".cg")
 
 /* Does Cfg quantize its A row itself (AQUANT "cta": Cfg::AQ_CTA declared)?
  * quantizes_a<Cfg>(). Functions, not a trait's static member: a member
@@ -163,17 +162,6 @@ template <class C> __device__ constexpr auto chained_of(int) -> decltype(bool(C:
 }
 template <class C> __device__ constexpr bool chained_of(long) { return false; }
 template <class C> __device__ constexpr bool chained() { return chained_of<C>(0); }
-
-/* An A chunk that another CTA of this launch wrote (a chained GEMM2's):
- * from L2, which holds it coherently, not through the non-coherent path. */
-__device__ __forceinline__ vec8 ld_chain_chunk(const unsigned char *p)
-{
-    vec8 v;
-    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-        : "l"(p));
-    return v;
-}
 
 /* Where a CTA that quantizes its A row keeps it (shared memory): the 8-bit
  * values and a scale per 128 of them. Both NULL for the other kernels. */
