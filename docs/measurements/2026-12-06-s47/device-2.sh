@@ -8,18 +8,21 @@
 #    chained default tiles (filter _c16): against the oracle, byte for byte
 #    against the two tiles launched one after the other, re-armed counters,
 #    and again on 1 and on 3 CTAs.
-# 2. compute-sanitizer memcheck and racecheck over the same tiles (small).
-# 3. The five problems retuned at M = 1 on this card's file (the chain
+# 2. The five problems retuned at M = 1 on this card's file (the chain
 #    round ends stage 3), the A/B against the file's entries, gpu_runtime.
+# 3. compute-sanitizer memcheck and racecheck over the same tiles (small),
+#    in the time left.
+# Run with MT_CALL_LIMIT at the device tool's limit less a margin.
 set -uo pipefail
 . scripts/gpu-call.sh
 MT_STEP_TESTS=gpu_moe:_c16 MT_TEST_TIMEOUT=100 scripts/gpu-steps.sh tests
 MT_GPU_QUANT_MODES=fp8-block,int8-block MT_STEP_TESTS=gpu_quant:_c16 MT_TEST_TIMEOUT=120 scripts/gpu-steps.sh tests
 echo "== after the tests: $(left) s left"
-MT_GPU_GEMM_ONLY=_c16 MT_GPU_QUANT_MODES=fp8-block,int8-block MT_SANITIZE_TOOLS="memcheck racecheck" \
-  MT_SANITIZE_PROGRAMS="gpu_moe gpu_quant" MT_SANITIZE_BUDGET=150 timeout 170 scripts/gpu-sanitize.sh 2>&1 | tail -8
-echo "== after the sanitizers: $(left) s left"
-MT_CALL_LIMIT=$(left) MT_RETUNE_ANY_GPU=1 \
+MT_CALL_LIMIT=$(( $(left) - 100 )) MT_RETUNE_ANY_GPU=1 \
   MT_TUNE_POINTS="mixtral-8x7b:1 dsv2-lite:1 qwen3-30b-a3b:1 dsv3-tp8-fp8:1 qwen3-30b-a3b-fp8:1" \
   MT_TUNE_CANDIDATES=3 MT_RETUNE_RESERVE=110 bash scripts/gpu-retune.sh
+echo "== after the retune: $(left) s left"
+MT_GPU_GEMM_ONLY=_c16 MT_GPU_QUANT_MODES=fp8-block,int8-block MT_SANITIZE_TOOLS="memcheck racecheck" \
+  MT_SANITIZE_PROGRAMS="gpu_moe gpu_quant" MT_SANITIZE_BUDGET=$(( $(left) - 15 )) timeout $(( $(left) - 5 )) \
+  scripts/gpu-sanitize.sh 2>&1 | tail -8
 echo "== call: $(( $(date +%s) - T0 )) s"
