@@ -915,7 +915,7 @@ static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, un
 
 /* A chained GEMM1's launch (CHAIN): both GEMMs' arguments as their own
  * slot-routed launches would take them (g1, and g2 of the plan's chained
- * topk-sum tile), and its counters, zeroed with the flags. Its CTAs wait at
+ * lastsum tile), and its counters, zeroed with the flags. Its CTAs wait at
  * their start, so neither GEMM reads early. */
 static mt_status launch_chain(launch_seq *q, const mt_kernel *k, unsigned grid, const mt_gemm_args *g1,
                               const mt_gemm_args *g2, const mt_gemv_slot_args *route, int32_t *counters,
@@ -1058,6 +1058,14 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
                        (long long)p->M);
+    /* A chained launch counts both GEMMs' tiles, and one more per CTA, in
+     * an int32 (grouped_gemv_chain.cuh). */
+    if (gemm1_chains(plan) && L.tiles1 + L.tiles2 + L.grid1 > INT32_MAX)
+        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
+                       "M=%lld: gemm1 kernel %s runs both GEMMs' %lld tiles in one launch, more "
+                       "than its work counter holds (2^31-1)",
+                       (long long)p->M, plan->step[MT_STEP_GEMM1].v.name,
+                       (long long)(L.tiles1 + L.tiles2));
     launch_seq seq = launch_seq_start(plan, stream);
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,

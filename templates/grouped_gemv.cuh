@@ -112,6 +112,7 @@ MT_GEMV_LD_CHUNK(ld_act_chunk, ".nc")
 /* An A chunk that another CTA of this launch wrote (a chained GEMM2's):
  * from L2, which holds it coherently, not through the non-coherent path. */
 MT_GEMV_LD_CHUNK(ld_chain_chunk, ".cg")
+#undef MT_GEMV_LD_CHUNK
 
 /* Does Cfg quantize its A row itself (AQUANT "cta": Cfg::AQ_CTA declared)?
  * quantizes_a<Cfg>(). Functions, not a trait's static member: a member

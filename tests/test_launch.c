@@ -813,7 +813,8 @@ static void test_gemv_gemm1_quantizes_output(void **state)
  * tensor), with GEMM2's counters and then a work counter and a count per
  * slot right after the flags, zeroed with them; a CTA per tile of both
  * GEMMs, at most the CTAs the GPU holds at once; without the align step's
- * bit no memset, GEMM2's bit alone nothing. In the block modes, quantizing
+ * bit no memset, GEMM2's bit alone nothing; refused where the tiles would
+ * overflow its work counter. In the block modes, quantizing
  * its A rows and its output, one launch too, GEMM2 reading the quantized
  * rows. Refused with another GEMM2 than the tile it runs, by name, before
  * any launch. */
@@ -886,6 +887,13 @@ static void test_gemv_chain(void **state)
         assert_non_null(strstr(msg, other[i]));
         assert_int_equal(fake.launches, 0);
     }
+    /* A batch whose tiles overflow the launch's int32 work counter (1.2M
+     * slots x (1792 + 256) tiles, on 100 CTAs): refused, before any launch. */
+    mt_problem huge;
+    mt_problem_init(&huge, 600000, 8, 2, 4096, 14336);
+    assert_int_equal(run(&capped, &huge, &t, msg, sizeof msg), MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "more than its work counter holds"));
+    assert_int_equal(fake.launches, 0);
     /* fp8 block-wise: the GEMM1 quantizes its rows and its output. */
     mt_moe_plan q;
     mt_moe_tensors tq = fp8_block_decode(&p, &q, 384, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_c16",
