@@ -70,11 +70,12 @@ int64_t mt_variant_chain(const mt_variant *v) { return mt_variant_int(v, "CHAIN"
 
 int mt_variant_is_chain_gemm2(const mt_variant *u, const mt_variant *g1)
 {
-    static const char *const free_params[] = {"epilogue", "BLOCK_N", "AQUANT", "OQUANT", "CHAIN", NULL};
+    static const char *const free_params[] = {"epilogue", "BLOCK_N", "AQUANT", "OQUANT", "CHAIN", "SM_WARPS", NULL};
     const char *epi = mt_variant_get(u, "epilogue"), *aq = mt_variant_get(u, "AQUANT"),
                *oq = mt_variant_get(u, "OQUANT");
     return mt_variant_chain(g1) > 0 && !strcmp(u->arch, g1->arch) && epi && !strcmp(epi, "lastsum") &&
            mt_variant_int(u, "BLOCK_N", 0) == mt_variant_chain(g1) && mt_variant_chain(u) == 0 &&
+           mt_variant_int(u, "SM_WARPS", 0) == 0 &&
            (!aq || !strcmp(aq, "step")) && (!oq || !strcmp(oq, "step")) &&
            mt_variant_differs_only_among(u, g1, free_params);
 }

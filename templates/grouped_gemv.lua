@@ -75,7 +75,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 32, WARPS = 4, UNROLL = 2, AHEAD = 0 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1 },
       { BLOCK_M = 1,  BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 0 } }) do
-    local d = { quant = q, AQUANT = "step", OQUANT = "step", CHAIN = 0 }
+    local d = { quant = q, AQUANT = "step", OQUANT = "step", CHAIN = 0, SM_WARPS = 0 }
     for k, v in pairs(t) do d[k] = v end
     defaults[#defaults + 1] = d
   end
@@ -84,30 +84,34 @@ for _, q in ipairs(QUANTS) do
   if block_scaled(q) then
     for _, aq in ipairs({ "cta", "silu", "gelu" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                  AQUANT = aq, OQUANT = "step", CHAIN = 0 }
+                                  AQUANT = aq, OQUANT = "step", CHAIN = 0, SM_WARPS = 0 }
     end
     for _, aq in ipairs({ "step", "cta" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                  AQUANT = aq, OQUANT = "last", CHAIN = 0 }
+                                  AQUANT = aq, OQUANT = "last", CHAIN = 0, SM_WARPS = 0 }
     end
     -- and one of 64 weight rows: 32 columns a CTA, four CTAs a group (the
     -- tiles above: 8 columns, sixteen a group), with its step-fed twin
     -- (its GEMM2 sibling, and the tests' reference)
     for _, oq in ipairs({ "last", "step" }) do
       defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 64, WARPS = 8, UNROLL = 2, AHEAD = 0,
-                                  AQUANT = "step", OQUANT = oq, CHAIN = 0 }
+                                  AQUANT = "step", OQUANT = oq, CHAIN = 0, SM_WARPS = 0 }
     end
   end
 end
 -- A chained tile per mode that has them (16-bit operands and the block
 -- modes): the one-token tile above running GEMM2 as its 16-row "lastsum"
 -- twin, which the entries above hold (the pipeline's GEMM2, and with the
--- unchained tile the tests' reference).
+-- unchained tile the tests' reference); and that tile again with its
+-- registers capped for five CTAs an SM (SM_WARPS 20), whose reference is
+-- the uncapped one.
 for _, q in ipairs(QUANTS) do
   if q == "none" or block_scaled(q) then
-    defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
-                                AQUANT = q == "none" and "step" or "cta",
-                                OQUANT = q == "none" and "step" or "last", CHAIN = 16 }
+    for _, sw in ipairs({ 0, 20 }) do
+      defaults[#defaults + 1] = { quant = q, BLOCK_M = 1, BLOCK_N = 16, WARPS = 4, UNROLL = 4, AHEAD = 1,
+                                  AQUANT = q == "none" and "step" or "cta",
+                                  OQUANT = q == "none" and "step" or "last", CHAIN = 16, SM_WARPS = sw }
+    end
   end
 end
 -- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
@@ -147,6 +151,14 @@ return {
     -- GEMM2's tile (its BLOCK_N), 0 for none. The kernels before it are 0
     -- and keep their names.
     { name = "CHAIN",    abbrev = "c",  values = { 0, 8, 16, 32, 64 }, omit_in_name = 0 },
+    -- The warps an SM is to hold at once (a one-token tile, BLOCK_M 1):
+    -- __launch_bounds__'s minimum of SM_WARPS / WARPS CTAs, so that ptxas
+    -- caps the registers at 64K / (32 x SM_WARPS) a thread (16: 128, 20:
+    -- 96, 24: 80) and spills what does not fit; 0, the compiler's choice.
+    -- A weight stream keeps more loads in flight with more CTAs an SM, at
+    -- the cost of the spills; a chained tile, holding both GEMMs' state,
+    -- needs it most. The kernels before it are 0 and keep their names.
+    { name = "SM_WARPS", abbrev = "o",  values = { 0, 16, 20, 24 }, omit_in_name = 0 },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -205,6 +217,14 @@ return {
         return false, "CHAIN / 2 pairs do not give each warp 1, 2 or 4"
       end
     end
+    if p.SM_WARPS > 0 then
+      if p.BLOCK_M ~= 1 then
+        return false, "a register cap is for the one-token tiles: BLOCK_M 1"
+      end
+      if p.SM_WARPS % p.WARPS ~= 0 then
+        return false, "SM_WARPS is not a whole number of CTAs of WARPS warps"
+      end
+    end
     if not rows_split_evenly(p.BLOCK_N, p.WARPS) then
       return false, "BLOCK_N / 2 pairs do not give each warp 1, 2 or 4"
     end
@@ -226,7 +246,7 @@ struct ${NAME}_cfg {
     static constexpr bool AHEAD = ${AHEAD}${AQ}${LAST};${AQ_ACT}
     static constexpr int GROUP_M = 1, WARPS_M = 1, WARPS_N = 1;   /* gemm_tile.cuh's tiles */
 };
-${CHAIN_CFG}extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(const ${ARGS} args)
+${CHAIN_CFG}extern "C" __global__ void __launch_bounds__(${BOUNDS}) ${NAME}(const ${ARGS} args)
 {
     mt::${ENTRY}<${NAME}_cfg${CHAIN_ARG}>(args);
 }
@@ -240,7 +260,7 @@ ${CHAIN_CFG}extern "C" __global__ void __launch_bounds__(${THREADS}) ${NAME}(con
              (p.OQUANT == "last" and ", LAST_QUANT = true" or ""),
       OWN_QUANT = ((p.AQUANT ~= "step" or p.OQUANT ~= "step") and '#include "grouped_gemv_own_quant.cuh"\n' or "") ..
                   (chain and '#include "grouped_gemv_chain.cuh"\n' or ""),
-      THREADS = s.threads,
+      BOUNDS = s.threads .. (p.SM_WARPS > 0 and (", " .. p.SM_WARPS // p.WARPS) or ""),
       ARGS = chain and "mt_gemv_chain_args" or p.BLOCK_M == 1 and "mt_gemv_slot_args" or "mt_gemm_args",
       ENTRY = chain and "grouped_gemv_chain"
               or p.epilogue == "sum" and "grouped_gemv_token_sums"

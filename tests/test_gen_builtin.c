@@ -603,7 +603,8 @@ static void test_sm90_two_panel_tiles(void **state)
  * block modes quantizing its A rows and its output), with its GEMM2 tile
  * in the set; one kernel per mode, a GEMM2 of each topk sum, and in the
  * block modes every self-quantizing GEMM1 and the bf16 self-activating
- * GEMM2s and output-quantizing GEMM1s, and the bf16 chained tiles, compile
+ * GEMM2s and output-quantizing GEMM1s, and the bf16 chained tiles (each
+ * also with its registers capped, SM_WARPS 20), compile
  * for sm_90a and sm_80, where the fp8 modes are pruned for their
  * conversions. */
 static void test_gemv_defaults_compile(void **state)
@@ -630,7 +631,7 @@ static void test_gemv_defaults_compile(void **state)
              * step-fed twin x dtype x (store, silu, gelu, sum, lastsum) */
             const int chainable = !strcmp(quants[q], "none") || block;
             assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0) +
-                                               (chainable ? 2 * 2 : 0));
+                                               (chainable ? 2 * 2 * 2 : 0));
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             static const char *const sum_epis[] = {"sum", "lastsum"};
@@ -684,7 +685,7 @@ static void test_gemv_defaults_compile(void **state)
                         sample[ns++] = v[i];
                     last++;
                 }
-            assert_int_equal(last, none || !block ? 0 : (3 + 1) * 2 * 2);   /* + the chained tile */
+            assert_int_equal(last, none || !block ? 0 : (3 + 2) * 2 * 2);   /* + the chained tiles */
             size_t chains = 0;
             for (size_t i = 0; i < n; i++)
                 if (mt_variant_chain(&v[i]) > 0) {
@@ -699,9 +700,24 @@ static void test_gemv_defaults_compile(void **state)
                     for (size_t j = 0; j < n; j++)
                         halves += mt_variant_is_chain_gemm2(&v[j], &v[i]);
                     assert_int_equal(halves, 1);
+                    /* a capped one (SM_WARPS 20: five CTAs of four warps)
+                     * asks __launch_bounds__ for them, and its uncapped
+                     * twin, the GPU tests' way to its reference, is in
+                     * the set */
+                    const int64_t sm_warps = mt_variant_int(&v[i], "SM_WARPS", -1);
+                    char *src = NULL;
+                    assert_int_equal(mt_gen_source(g, &v[i], &src, NULL), MT_OK);
+                    assert_int_equal(strstr(src, "__launch_bounds__(128, 5)") != NULL, sm_warps == 20);
+                    free(src);
+                    if (sm_warps) {
+                        size_t twins = 0;
+                        for (size_t j = 0; j < n; j++)
+                            twins += mt_variant_same_but(&v[j], &v[i], "SM_WARPS", "0");
+                        assert_int_equal(twins, 1);
+                    }
                     if (!strcmp(mt_variant_get(&v[i], "dtype"), "bf16"))
                         sample[ns++] = v[i];
-                    chains++;
+                    chains += !sm_warps;
                 }
             assert_int_equal(chains, none || !chainable ? 0 : 2 * 2);
             free(v);

@@ -504,7 +504,8 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
  * the model counts the launch saved, not the work done again) or the act
  * step does. OQUANT: whether a decode GEMM1 quantizes its activated output
  * for GEMM2 (the last CTA of each group; no act launch) or the act step
- * does.
+ * does. SM_WARPS: a one-token tile's register cap, more CTAs an SM (more
+ * loads in flight) against spills, which the model does not weigh.
  * First of all,
  * GEMM1's "epilogue": the activation fused into it or not (the other one
  * of "store" and the problem's activation), so that the rounds after it
@@ -513,7 +514,7 @@ static mt_status measure_neighbours(worker *w, const mt_db_key *key, int64_t M,
 static const char *const refine_params[] = {"epilogue", "PREFETCH", "BLOCK_N", "BLOCK_K",  "STAGES",
                                             "WARPS_N",  "PIPE",     "BLOAD",   "SPLIT_K",  "EPI_COLS",
                                             "ALOAD",    "CLUSTER",  "PAD_SKIP", "UNROLL",  "WARPS",
-                                            "AHEAD",    "AQUANT",   "OQUANT",   NULL};
+                                            "AHEAD",    "SM_WARPS", "AQUANT",   "OQUANT",   NULL};
 
 /* Whether stage 3 may time u as the GEMM (second: GEMM2) of a round along
  * param, with partner as the pair's other GEMM: u must fit the role
@@ -544,13 +545,14 @@ static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_probl
  * launch (grouped_gemv CHAIN: a decode batch in one launch, no reduce,
  * quant or act launch), each chained GEMM1 that differs from it only in
  * CHAIN, the problem's activation fused and, in the block modes, the
- * quantizations it takes over (AQUANT, OQUANT), timed with the GEMM2 tile
+ * quantizations it takes over (AQUANT, OQUANT), with any register cap
+ * (SM_WARPS: it holds both GEMMs' state), timed with the GEMM2 tile
  * it runs (its GEMM2 sibling, mt_find_store_sibling). Last, because no round after it could
  * move such a pair: its GEMM2 is fixed by its GEMM1. */
 static mt_status chain_round(worker *w, const mt_db_key *key, const mt_problem *p, int64_t skip_block_m,
                              char *msg, size_t msg_size)
 {
-    static const char *const free_params[] = {"CHAIN", "epilogue", "AQUANT", "OQUANT", NULL};
+    static const char *const free_params[] = {"CHAIN", "epilogue", "AQUANT", "OQUANT", "SM_WARPS", NULL};
     best_scan b;
     const mt_variant *g1, *g2;
     mt_status st = find_best_but(w, key, p->M, "gemm1=", skip_block_m, &b, msg, msg_size);

@@ -106,7 +106,8 @@ int64_t mt_variant_chain(const mt_variant *v);
 /* 1 when u is the GEMM2 tile that such a GEMM1 g1 runs: the last CTA's
  * topk sum ("lastsum") of CHAIN weight rows with g1's dtype, quant, format, BLOCK_M,
  * WARPS, UNROLL and AHEAD, fed by it (AQUANT and OQUANT "step"), itself
- * unchained. A pipeline names it as its GEMM2. */
+ * unchained and uncapped (SM_WARPS 0: g1's register cap covers both). A
+ * pipeline names it as its GEMM2. */
 int mt_variant_is_chain_gemm2(const mt_variant *u, const mt_variant *g1);
 /* 1 when GEMM variant v adds each token's topk slots itself, which only a
  * GEMM2 of the standard format does: the epilogue "sum" (a tiled family's

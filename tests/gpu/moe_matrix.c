@@ -218,12 +218,19 @@ static void check_few_ctas(const mt_moe_plan *plan, const mt_problem *p, const m
 
 /* The GEMM1 whose pipeline is check_step_twin's reference for GEMM1 tile
  * cta (NULL: not loaded): the same tile in a launch of its own (CHAIN=0)
- * where cta runs GEMM2 in its launch, else its twin that quantizes neither
- * its A rows nor its output (AQUANT=step, OQUANT=step). */
+ * where cta runs GEMM2 in its launch (for a tile with its registers capped,
+ * SM_WARPS, the uncapped tile's where the capped one is not loaded: the
+ * cap changes no result), else its twin that quantizes neither its A rows
+ * nor its output (AQUANT=step, OQUANT=step). */
 static const mt_kernel *step_twin_of(const mt_variant *cta)
 {
-    if (mt_variant_chain(cta) > 0)
-        return mt_kernel_set_find_sibling(&mm_kernels, cta, "CHAIN", "0");
+    if (mt_variant_chain(cta) > 0) {
+        const mt_kernel *twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "CHAIN", "0");
+        const mt_kernel *uncapped = twin || mt_variant_int(cta, "SM_WARPS", 0) == 0
+                                        ? NULL
+                                        : mt_kernel_set_find_sibling(&mm_kernels, cta, "SM_WARPS", "0");
+        return uncapped ? mt_kernel_set_find_sibling(&mm_kernels, &uncapped->v, "CHAIN", "0") : twin;
+    }
     const mt_kernel *twin = NULL;
     const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
     if (mt_variant_quantizes_a(cta)) {
