@@ -60,14 +60,11 @@ mt_status mt_kernel_load(mt_kernel *k, const mt_variant *v, const void *image, c
      * (per SM as its registers and shared memory allow, at least one), so
      * that a small tile runs two or three CTAs per SM whose loads and
      * epilogues overlap each other's. "pingpong" is persistent too (its
-     * two computing warpgroups take the CTA's tiles in turn), and so is a
-     * GEMM1 that runs GEMM2 in its launch (CHAIN: its CTAs take the tiles
-     * of both GEMMs from a counter). A wide
+     * two computing warpgroups take the CTA's tiles in turn). A wide
      * act_quant (UNITS > 1) gets that many CTAs at least (launch_quant). */
     const char *pipe = mt_variant_get(v, "PIPE");
     const int wide_quant = !strcmp(v->family, "act_quant") && mt_variant_int(v, "UNITS", 1) > 1;
-    if ((pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) || wide_quant ||
-        mt_variant_chain(v) > 0) {
+    if ((pipe && (!strcmp(pipe, "persist") || !strcmp(pipe, "pingpong"))) || wide_quant) {
         CUdevice dev;
         int sms, per_sm = 0;
         MT_CU_TRY(mt_cu.cuCtxGetDevice(&dev), msg, msg_size);
@@ -499,8 +496,8 @@ typedef struct ws_layout {
     size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
     size_t count1, count2;       /* split-K (and lastsum, count2): the GEMMs' counters,
                                   * after the flags */
-    size_t chain;                /* a chained GEMM1 (CHAIN): its work counter and a
-                                  * count of GEMM1 tiles done per slot, after them */
+    size_t chain;                /* a chained GEMM1 (CHAIN): its work and CTA counters
+                                  * and a count of GEMM1 tiles done per slot, after them */
     size_t partial;              /* split-K: partial sums, shared by the GEMMs */
     size_t cta_counts;           /* align on a grid: per-CTA expert counts */
     int64_t align_ctas;          /* CTAs of the align step (1: one launch) */
@@ -611,16 +608,17 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
     L.tiles1 = gemm_tiles(g1, L.num_m_blocks, fused ? p->N : 2 * p->N);
     /* A slot-routed summing GEMM2 takes a row block per token. */
     L.tiles2 = gemm_tiles(g2, gemm2_writes_out(plan) ? p->M : L.num_m_blocks, p->K);
-    /* A chained GEMM1's CTAs take both GEMMs' tiles. */
+    /* A chained GEMM1: a CTA per tile of both GEMMs, never fewer (each
+     * takes one, grouped_gemv_chain.cuh). */
     const int chains = gemm1_chains(plan);
-    L.grid1 = gemm_grid(g1, chains ? L.tiles1 + L.tiles2 : L.tiles1);
+    L.grid1 = chains ? L.tiles1 + L.tiles2 : gemm_grid(g1, L.tiles1);
     L.grid2 = chains ? 0 : gemm_grid(g2, L.tiles2);
     /* Counters: split-K's per tile, a last-CTA sum's per token and column
      * block (fewer than GEMM2's tiles, a tile per slot and block); then a
-     * chained launch's work counter and per-slot counts. */
+     * chained launch's work and done counters and per-slot counts. */
     const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan) || gemm1_quantizes_out(plan);
     const int64_t counters = counted ? L.tiles1 + L.tiles2 : 0;
-    L.zero_words = WS_FLAGS + counters + (chains ? 1 + slots : 0);
+    L.zero_words = WS_FLAGS + counters + (chains ? 2 + slots : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
     L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);
@@ -921,7 +919,7 @@ static mt_status launch_chain(launch_seq *q, const mt_kernel *k, unsigned grid, 
                               const mt_gemm_args *g2, const mt_gemv_slot_args *route, int32_t *counters,
                               char *msg, size_t msg_size)
 {
-    mt_gemv_chain_args c = {.first = *route, .second = *route, .work = counters, .done = counters + 1};
+    mt_gemv_chain_args c = {.first = *route, .second = *route, .work = counters, .done = counters + 2};
     c.first.gemm = *g1;
     c.second.gemm = *g2;
     c.first.gemm.pdl_early = c.second.gemm.pdl_early = 0;
@@ -1052,20 +1050,20 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         .ids = sorted ? (const int32_t *)(base + L.sorted_ids) : NULL,
         .num_padded = sorted ? flags + 1 : NULL, .num_slots = (int32_t)slots};
 
+    /* A chained launch counts both GEMMs' tiles, and its CTAs, one a tile,
+     * in int32s (grouped_gemv_chain.cuh). */
+    if (gemm1_chains(plan) && L.tiles1 + L.tiles2 > INT32_MAX)
+        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
+                       "M=%lld: gemm1 kernel %s runs both GEMMs' %lld tiles in one launch, more "
+                       "than its work counter holds (2^31-1)",
+                       (long long)p->M, plan->step[MT_STEP_GEMM1].v.name,
+                       (long long)(L.tiles1 + L.tiles2));
     /* Grids are 32-bit: a plan whose GEMM grid would not fit (a damaged
      * database's SPLIT_K on a huge batch) is refused before any launch. */
     if (L.grid1 > INT32_MAX || L.grid2 > INT32_MAX)
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "M=%lld needs a GEMM grid of more than 2^31-1 CTAs under this plan",
                        (long long)p->M);
-    /* A chained launch counts both GEMMs' tiles, and one more per CTA, in
-     * an int32 (grouped_gemv_chain.cuh). */
-    if (gemm1_chains(plan) && L.tiles1 + L.tiles2 + L.grid1 > INT32_MAX)
-        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
-                       "M=%lld: gemm1 kernel %s runs both GEMMs' %lld tiles in one launch, more "
-                       "than its work counter holds (2^31-1)",
-                       (long long)p->M, plan->step[MT_STEP_GEMM1].v.name,
-                       (long long)(L.tiles1 + L.tiles2));
     launch_seq seq = launch_seq_start(plan, stream);
     if (steps & MT_STEP_BIT(MT_STEP_ALIGN))
         MT_CU_TRY(mt_cu.cuMemsetD32Async((CUdeviceptr)(uintptr_t)flags, 0, (size_t)L.zero_words,

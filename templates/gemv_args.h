@@ -54,17 +54,20 @@ typedef struct mt_gemv_slot_args {
  * GEMM1's argument as its own launch would take it (the activation fused,
  * and in the block modes its A rows and its output quantized by its CTAs),
  * `second` GEMM2's as a slot-routed GEMM2 whose last CTA sums the topk
- * ("lastsum") would: its A is GEMM1's output. The CTAs take work items
- * from *work in order: first every GEMM1 tile, then every GEMM2 tile (slot
- * by slot both); a GEMM1 tile counts itself in at done[slot] once its
- * columns (and any group it quantized) are written, and a GEMM2 tile of
- * that slot waits there for GEMM1's column blocks of it. Both zero at launch, and again after (the last
- * CTA to finish re-arms them); a GEMM2 tile waits only on tiles handed out
- * before it, each held by a running CTA, so any grid size makes progress. */
+ * ("lastsum") would: its A is GEMM1's output. The grid is a CTA per tile
+ * of both GEMMs; each CTA takes one work item from work[0] as it starts:
+ * first every GEMM1 tile, then every GEMM2 tile (slot by slot both); a
+ * GEMM1 tile counts itself in at done[slot] once its columns (and any
+ * group it quantized) are written, and a GEMM2 tile of that slot waits
+ * there for GEMM1's column blocks of it. A GEMM2 tile waits only on tiles
+ * handed out before it, each held by a CTA already running, so the launch
+ * makes progress however few of its CTAs the GPU holds at once. All zero
+ * at launch, and again after: each CTA counts itself out at work[1], and
+ * the last re-arms them. */
 typedef struct mt_gemv_chain_args {
     mt_gemv_slot_args first;
     mt_gemv_slot_args second;
-    int32_t *work;               /* [1] the next work item */
+    int32_t *work;               /* [2] the next work item, the CTAs done */
     int32_t *done;               /* [slots] GEMM1 tiles done per slot */
 } mt_gemv_chain_args;
 

@@ -604,7 +604,7 @@ static void test_sm90_two_panel_tiles(void **state)
  * in the set; one kernel per mode, a GEMM2 of each topk sum, and in the
  * block modes every self-quantizing GEMM1 and the bf16 self-activating
  * GEMM2s and output-quantizing GEMM1s, and the bf16 chained tiles (each
- * also with its registers capped, SM_WARPS 20), compile
+ * also with its registers capped, SM_WARPS 24), compile
  * for sm_90a and sm_80, where the fp8 modes are pruned for their
  * conversions. */
 static void test_gemv_defaults_compile(void **state)
@@ -700,14 +700,14 @@ static void test_gemv_defaults_compile(void **state)
                     for (size_t j = 0; j < n; j++)
                         halves += mt_variant_is_chain_gemm2(&v[j], &v[i]);
                     assert_int_equal(halves, 1);
-                    /* a capped one (SM_WARPS 20: five CTAs of four warps)
+                    /* a capped one (SM_WARPS 24: six CTAs of four warps)
                      * asks __launch_bounds__ for them, and its uncapped
                      * twin, the GPU tests' way to its reference, is in
                      * the set */
                     const int64_t sm_warps = mt_variant_int(&v[i], "SM_WARPS", -1);
                     char *src = NULL;
                     assert_int_equal(mt_gen_source(g, &v[i], &src, NULL), MT_OK);
-                    assert_int_equal(strstr(src, "__launch_bounds__(128, 5)") != NULL, sm_warps == 20);
+                    assert_int_equal(strstr(src, "__launch_bounds__(128, 6)") != NULL, sm_warps == 24);
                     free(src);
                     if (sm_warps) {
                         size_t twins = 0;

@@ -810,9 +810,10 @@ static void test_gemv_gemm1_quantizes_output(void **state)
  * the pipeline is that one launch, its argument both GEMMs' as their own
  * launches would take them (GEMM2's that of the "lastsum" tile it runs,
  * reading GEMM1's output, storing per slot and summing into the output
- * tensor), with GEMM2's counters and then a work counter and a count per
- * slot right after the flags, zeroed with them; a CTA per tile of both
- * GEMMs, at most the CTAs the GPU holds at once; without the align step's
+ * tensor), with GEMM2's counters and then a work counter, a CTA counter
+ * and a count per slot right after the flags, zeroed with them; a CTA per
+ * tile of both GEMMs, however few the GPU holds at once (each CTA takes
+ * one); without the align step's
  * bit no memset, GEMM2's bit alone nothing; refused where the tiles would
  * overflow its work counter. In the block modes, quantizing
  * its A rows and its output, one launch too, GEMM2 reading the quantized
@@ -856,13 +857,13 @@ static void test_gemv_chain(void **state)
                      (void *)(uintptr_t)(fake.memset_at[0] + (4 + tiles1) * sizeof(int32_t)));
     assert_ptr_equal((void *)(uintptr_t)c->work,
                      (void *)(uintptr_t)(fake.memset_at[0] + (4 + tiles1 + tiles2) * sizeof(int32_t)));
-    assert_ptr_equal(c->done, c->work + 1);
-    assert_int_equal(fake.memset_words[0], 4 + tiles1 + tiles2 + 1 + 6);
-    /* At most the CTAs the GPU holds at once. */
+    assert_ptr_equal(c->done, c->work + 2);
+    assert_int_equal(fake.memset_words[0], 4 + tiles1 + tiles2 + 2 + 6);
+    /* Never fewer CTAs than tiles, whatever the GPU holds at once. */
     mt_moe_plan capped = plan;
     capped.step[MT_STEP_GEMM1].max_ctas = 100;
     assert_int_equal(run(&capped, &p, &t, msg, sizeof msg), MT_OK);
-    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], 100);
+    assert_int_equal(fake.step_grid[MT_STEP_GEMM1], tiles1 + tiles2);
     /* Steps: without the align step's bit no memset (the launch re-arms its
      * counters); GEMM2's bit alone launches nothing. */
     const size_t ws = mt_moe_workspace_size(&plan, &p);
@@ -888,7 +889,7 @@ static void test_gemv_chain(void **state)
         assert_int_equal(fake.launches, 0);
     }
     /* A batch whose tiles overflow the launch's int32 work counter (1.2M
-     * slots x (1792 + 256) tiles, on 100 CTAs): refused, before any launch. */
+     * slots x (1792 + 256) tiles): refused, before any launch. */
     mt_problem huge;
     mt_problem_init(&huge, 600000, 8, 2, 4096, 14336);
     assert_int_equal(run(&capped, &huge, &t, msg, sizeof msg), MT_ERR_SHAPE);
@@ -906,7 +907,7 @@ static void test_gemv_chain(void **state)
     assert_ptr_equal(c->second.gemm.a_scale, c->first.act_scale);
     assert_ptr_equal((void *)(uintptr_t)c->first.gemm.tile_count,
                      (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
-    assert_int_equal(fake.memset_words[0], 4 + 4 * 48 + 4 * 32 + 1 + 4);   /* M 2, topk 2, K 512 */
+    assert_int_equal(fake.memset_words[0], 4 + 4 * 48 + 4 * 32 + 2 + 4);   /* M 2, topk 2, K 512 */
 }
 
 /* A tiled GEMM1 under the same small quantization (M 1, fp8 block-wise,

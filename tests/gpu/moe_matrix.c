@@ -188,34 +188,6 @@ static void check_rearmed(const mt_moe_plan *plan, const mt_problem *p, const mt
     free(again);
 }
 
-/* A GEMM1 that runs GEMM2 in its launch (CHAIN) must give the same bytes
- * whatever its grid: run plan again with its CTAs capped at 1 and at 3,
- * so that each walks many work items and GEMM2 tiles meet GEMM1 tiles
- * still running (or, with one CTA, none). Two "twin" checks. */
-static void check_few_ctas(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
-                           CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
-                           const char *desc, const char *name)
-{
-    static const int ctas[] = {1, 3};
-    char msg[512], what[64];
-    void *again = malloc(out_bytes);
-    for (int i = 0; i < 2; i++) {
-        mt_moe_plan few = *plan;
-        few.step[MT_STEP_GEMM1].max_ctas = ctas[i];
-        mt_status st = run_plan(&few, p, d, ws, ws_size, out_bytes, again, msg, sizeof msg);
-        mm_runs++;
-        if (st) {
-            mm_failures++;
-            printf("FAIL twin   %s %s: on %d CTAs: %s: %s\n", desc, name, ctas[i], mt_status_str(st), msg);
-            assert_true(st != MT_ERR_KERNEL_FAULT);  /* the context is gone: stop here */
-            continue;
-        }
-        snprintf(what, sizeof what, "itself on %d CTA%s", ctas[i], ctas[i] > 1 ? "s" : "");
-        compare_twins(p, out_bytes, again, got, desc, name, what);
-    }
-    free(again);
-}
-
 /* The GEMM1 whose pipeline is check_step_twin's reference for GEMM1 tile
  * cta (NULL: not loaded): the same tile in a launch of its own (CHAIN=0)
  * where cta runs GEMM2 in its launch (for a tile with its registers capped,
@@ -434,8 +406,6 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 if (mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains ||
                     !strcmp(mt_variant_get(&plan.step[MT_STEP_GEMM2].v, "epilogue"), "lastsum"))
                     check_rearmed(&plan, &p, &d, ws, ws_size, out_bytes, got, desc, name);
-                if (chains)
-                    check_few_ctas(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc, name);
                 if ((mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) ||
                      mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains) &&
                     !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
