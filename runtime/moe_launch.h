@@ -104,8 +104,8 @@ int mt_moe_plan_needs(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
  * a region for the larger GEMM's partial sums (tiles * SPLIT_K * BLOCK_M *
  * BLOCK_N floats); an unsplit plan's size does not depend on them. A GEMM2
  * whose last CTA sums a token's slots ("lastsum") adds the same counters;
- * a gemm1 that runs GEMM2 in its launch (CHAIN) a work counter and one per
- * slot. */
+ * a gemm1 that runs GEMM2 in its launch (CHAIN) a work counter, a counter
+ * of its CTAs done and one per slot. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
 /* Run the experts stage (standard format: the whole fused MoE into t->out

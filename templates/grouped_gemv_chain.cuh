@@ -105,8 +105,10 @@ template <class Cfg1, class Cfg2> __device__ void grouped_gemv_chain(const mt_ge
     /* Out: the last CTA, when every CTA has done its item (and no GEMM2
      * tile waits any more), re-arms the counters for the next launch. */
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
+        __threadfence();   /* its count (done) before its count-out */
         s_item = atomicAdd(c.work + 1, 1) == (int)gridDim.x - 1;
+    }
     __syncthreads();
     if (s_item) {
         __threadfence();

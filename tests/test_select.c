@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "moetune/gen.h"
 #include "templates/gemv_args.h"
+#include "tuner/kernel_set.h"
 #include "tuner/select.h"
 
 #define SM_COUNT 132
@@ -261,8 +262,11 @@ static void test_select_gemv_for_decode(void **state)
         size_t k = mt_select_stage(both, nall + ngv, &p, 1, 0, SM_COUNT, 12, pick);
         assert_int_equal(k, 12);
         int gemv = 0;
-        for (size_t i = 0; i < k; i++)
+        for (size_t i = 0; i < k; i++) {
             gemv += !strcmp(both[pick[i]].family, "grouped_gemv");
+            /* register caps are stage 3's to time, not copies of a pick */
+            assert_int_equal(mt_variant_int(&both[pick[i]], "SM_WARPS", 0), 0);
+        }
         printf("  qwen3 M=%lld: %d of %zu GEMM1 picks grouped_gemv, first %s\n", (long long)Ms[m],
                gemv, k, both[pick[0]].name);
         if (m == 0)   /* and the tensor-core tiles keep half of the places */
@@ -289,6 +293,7 @@ static void test_select_gemv_for_decode(void **state)
         int sums = 0, lasts = 0;
         for (size_t i = 0; i < k; i++) {
             assert_int_equal(mt_variant_int(&both[pick[i]], "BLOCK_M", 0), 1);
+            assert_int_equal(mt_variant_int(&both[pick[i]], "SM_WARPS", 0), 0);
             sums += !strcmp(mt_variant_get(&both[pick[i]], "epilogue"), "sum");
             lasts += !strcmp(mt_variant_get(&both[pick[i]], "epilogue"), "lastsum");
         }
@@ -744,6 +749,81 @@ static void test_neighbours_pad_skip(void **state)
     free(sv);
 }
 
+/* Stage 3's register caps of a one-token grouped_gemv tile: from the
+ * uncapped 4-warp tile its three capped twins (16, 20 and 24 warps an SM),
+ * nothing else changed; along WARPS, a tile capped at 20 warps (5 CTAs of
+ * 4) finds the 8-warp tile with another cap (20 is no whole number of
+ * 8-warp CTAs), and the uncapped one the 8-warp tile uncapped. */
+static void test_neighbours_sm_warps(void **state)
+{
+    (void)state;
+    size_t ngv = 0;
+    mt_variant *gv = gemv_points("none", &ngv);
+    const char *base = "mtk_grouped_gemv_bf16_none_standard_silu_m1_n16_w4_u4_a1";
+    const mt_variant *plain = named(gv, ngv, base);
+    char capped_name[MT_VARIANT_NAME_MAX];
+    snprintf(capped_name, sizeof capped_name, "%s_o20", base);
+    const mt_variant *capped = named(gv, ngv, capped_name);
+    size_t *pick = malloc(ngv * sizeof *pick);
+    assert_non_null(pick);
+    size_t n = mt_select_neighbours(gv, ngv, plain, "SM_WARPS", pick);
+    assert_int_equal(n, 3);
+    int64_t caps = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(mt_variant_differs_only_in(&gv[pick[i]], plain, "SM_WARPS", NULL));
+        caps += mt_variant_int(&gv[pick[i]], "SM_WARPS", 0);
+    }
+    assert_int_equal(caps, 16 + 20 + 24);
+    n = mt_select_neighbours(gv, ngv, capped, "WARPS", pick);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(mt_variant_int(&gv[pick[i]], "WARPS", 0), 8);
+        assert_int_equal(mt_variant_int(&gv[pick[i]], "SM_WARPS", 0) % 8, 0);
+    }
+    n = mt_select_neighbours(gv, ngv, plain, "WARPS", pick);
+    assert_int_equal(n, 1);
+    assert_int_equal(mt_variant_int(&gv[pick[0]], "WARPS", 0), 8);
+    assert_int_equal(mt_variant_int(&gv[pick[0]], "SM_WARPS", -1), 0);
+    free(pick);
+    free(gv);
+}
+
+/* A chained GEMM1's unchained twin (CHAIN=0), by which the plan goes
+ * where the chained tile cannot be the problem's GEMM1 and which the GPU
+ * tests' twin check runs: for a capped tile (SM_WARPS) its capped twin
+ * where loaded (the tuner loads every variant), else the uncapped one's
+ * (the default set has only the uncapped unchained tile), else none. */
+static void test_find_unchained(void **state)
+{
+    (void)state;
+    size_t ngv = 0;
+    mt_variant *gv = gemv_points("fp8-block", &ngv);
+    static const char *const names[] = {
+        "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_c16_o24",
+        "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_c16",
+        "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast"};
+    mt_kernel *every = calloc(ngv, sizeof *every), few[3];
+    assert_non_null(every);
+    memset(few, 0, sizeof few);
+    for (size_t i = 0; i < ngv; i++)
+        every[i].v = gv[i];
+    for (int i = 0; i < 3; i++)
+        few[i].v = *named(gv, ngv, names[i]);
+    const mt_variant *capped = &few[0].v;
+    const mt_kernel_set all_set = {.k = every, .n = ngv}, default_set = {.k = few, .n = 3},
+                        alone = {.k = few, .n = 1};
+    const mt_kernel *t = mt_kernel_set_find_unchained(&all_set, capped);
+    assert_non_null(t);
+    assert_string_equal(t->v.name, "mtk_grouped_gemv_bf16_fp8xblock_standard_silu_m1_n16_w4_u4_a1_aqcta_oqlast_o24");
+    t = mt_kernel_set_find_unchained(&default_set, capped);
+    assert_non_null(t);
+    assert_string_equal(t->v.name, names[2]);
+    assert_ptr_equal(mt_kernel_set_find_unchained(&default_set, &few[1].v), &few[2]);
+    assert_null(mt_kernel_set_find_unchained(&alone, capped));
+    free(every);
+    free(gv);
+}
+
 /* Stage 1 takes a warpgroup-MMA tile shape once, whatever its K tile (one
  * 128-byte panel a stage or two): at Qwen3 bf16 M = 8 and 4096 no two of
  * the first eight picks (as many shapes, before any fill-up) differ in
@@ -820,6 +900,8 @@ int main(void)
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_pad_skip),
+        cmocka_unit_test(test_neighbours_sm_warps),
+        cmocka_unit_test(test_find_unchained),
         cmocka_unit_test(test_neighbours_block_k),
         cmocka_unit_test(test_select_one_k_tile_per_shape),
         cmocka_unit_test(test_neighbours_split_in_ws),

@@ -25,6 +25,15 @@ const mt_kernel *mt_kernel_set_find_sibling(const mt_kernel_set *set, const mt_v
     return NULL;
 }
 
+const mt_kernel *mt_kernel_set_find_unchained(const mt_kernel_set *set, const mt_variant *chained)
+{
+    const mt_kernel *twin = mt_kernel_set_find_sibling(set, chained, "CHAIN", "0");
+    if (twin || mt_variant_int(chained, "SM_WARPS", 0) == 0)
+        return twin;
+    const mt_kernel *uncapped = mt_kernel_set_find_sibling(set, chained, "SM_WARPS", "0");
+    return uncapped ? mt_kernel_set_find_sibling(set, &uncapped->v, "CHAIN", "0") : NULL;
+}
+
 mt_status mt_kernel_set_add(mt_kernel_set *set, mt_gen *g, const mt_variant *v, size_t n,
                             char *msg, size_t msg_size)
 {

@@ -17,6 +17,11 @@ const mt_kernel *mt_kernel_set_find(const mt_kernel_set *set, const char *name);
  * sibling: "epilogue", "store"), or NULL. */
 const mt_kernel *mt_kernel_set_find_sibling(const mt_kernel_set *set, const mt_variant *like,
                                             const char *param, const char *value);
+/* The loaded kernel that is a GEMM1 `chained` (CHAIN > 0) but in a launch
+ * of its own (CHAIN=0); for one with its registers capped (SM_WARPS > 0)
+ * whose capped twin is not loaded, the uncapped one's (a cap changes no
+ * result); NULL if neither is loaded. */
+const mt_kernel *mt_kernel_set_find_unchained(const mt_kernel_set *set, const mt_variant *chained);
 
 /* The database record of variant v: compiled through the cache, with its
  * source, image and the family's template hash. *out owns its buffers

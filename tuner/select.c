@@ -213,16 +213,18 @@ static int by_time(const void *a, const void *b)
  * column chunks, and a "persist" tile of PAD_SKIP yes leaves it for the
  * other pipelines with PAD_SKIP no; CTA pairs exist only with column
  * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws; a longer
- * K tile holds more bytes a stage, so it may need fewer stages. */
+ * K tile holds more bytes a stage, so it may need fewer stages; a register
+ * cap of SM_WARPS warps an SM is whole CTAs of some WARPS only (20: of 4). */
 static const char *const *followers_of(const char *param)
 {
     static const char *const pipe[] = {"BLOAD", "EPI_COLS", "PAD_SKIP", NULL}, *const chunks[] = {"CLUSTER", NULL},
                              *const split[] = {"PIPE", NULL}, *const stages[] = {"STAGES", NULL},
-                             *const none[] = {NULL};
+                             *const cap[] = {"SM_WARPS", NULL}, *const none[] = {NULL};
     return !strcmp(param, "PIPE")       ? pipe
            : !strcmp(param, "EPI_COLS") ? chunks
            : !strcmp(param, "SPLIT_K")  ? split
            : !strcmp(param, "BLOCK_K")  ? stages
+           : !strcmp(param, "WARPS")    ? cap
                                         : none;
 }
 
@@ -413,7 +415,10 @@ static size_t select_stage(const mt_variant *all, size_t n, const mt_variant *po
     const char *act = mt_activation_name(p->activation);
     for (size_t i = 0; i < n; i++) {
         const char *epi = mt_variant_get(&all[i], "epilogue");
-        if (!epi)
+        /* A register cap (grouped_gemv SM_WARPS) is stage 3's to time: the
+         * model cannot weigh it, and its copies of a tile would tie with it
+         * and fill the candidates. */
+        if (!epi || mt_variant_int(&all[i], "SM_WARPS", 0) > 0)
             continue;
         if (stage == 1) {
             const mt_variant *key = &all[i];

@@ -196,13 +196,8 @@ static void check_rearmed(const mt_moe_plan *plan, const mt_problem *p, const mt
  * nor its output (AQUANT=step, OQUANT=step). */
 static const mt_kernel *step_twin_of(const mt_variant *cta)
 {
-    if (mt_variant_chain(cta) > 0) {
-        const mt_kernel *twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "CHAIN", "0");
-        const mt_kernel *uncapped = twin || mt_variant_int(cta, "SM_WARPS", 0) == 0
-                                        ? NULL
-                                        : mt_kernel_set_find_sibling(&mm_kernels, cta, "SM_WARPS", "0");
-        return uncapped ? mt_kernel_set_find_sibling(&mm_kernels, &uncapped->v, "CHAIN", "0") : twin;
-    }
+    if (mt_variant_chain(cta) > 0)
+        return mt_kernel_set_find_unchained(&mm_kernels, cta);
     const mt_kernel *twin = NULL;
     const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
     if (mt_variant_quantizes_a(cta)) {
