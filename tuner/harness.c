@@ -74,12 +74,12 @@ mt_status mt_plan_compose(const mt_kernel_set *set, const mt_problem *p, const c
         return mt_errf(msg, msg_size, MT_ERR_NOT_FOUND, "no loaded kernel %s", gemm1_name);
     /* A tile that cannot be this problem's GEMM1 (mt_gemm_role_fits) goes by
      * its twin that can: one that runs GEMM2 in its launch (CHAIN) by the
-     * one that does not (CHAIN=0, mt_kernel_set_find_unchained) first; one that reads its A rows by TMA
-     * (ALOAD=tma), which needs them laid out per expert, by its ALOAD=cp
-     * twin (in the standard format it serves as GEMM2); one that quantizes
-     * its own A rows where the problem does not allow that, by its
-     * AQUANT=step twin. The GEMM2 is the sibling of the tile named, or of
-     * the unchained one. */
+     * one that does not (CHAIN=0, mt_kernel_set_find_unchained) first; one
+     * that reads its A rows by TMA (ALOAD=tma), which needs them laid out
+     * per expert, by its ALOAD=cp twin (in the standard format it serves as
+     * GEMM2); one that quantizes its own A rows where the problem does not
+     * allow that, by its AQUANT=step twin. The GEMM2 is the sibling of the
+     * tile named, or of the unchained one. */
     if (!mt_gemm_role_fits(&g1->v, p, 0) && mt_variant_chain(&g1->v) > 0) {
         const mt_kernel *twin = mt_kernel_set_find_unchained(set, &g1->v);
         if (!twin)
