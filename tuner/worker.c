@@ -546,9 +546,9 @@ static int refinable(const mt_tune_opts *o, const mt_db_key *key, const mt_probl
  * quant or act launch), each chained GEMM1 that differs from it only in
  * CHAIN, the problem's activation fused and, in the block modes, the
  * quantizations it takes over (AQUANT, OQUANT), with any register cap
- * (SM_WARPS), timed with the GEMM2 tile
- * it runs (its GEMM2 sibling, mt_find_store_sibling). Last, because no round after it could
- * move such a pair: its GEMM2 is fixed by its GEMM1. */
+ * (SM_WARPS), timed with the GEMM2 tile it runs (its GEMM2 sibling,
+ * mt_find_store_sibling). Last, because no round after it could move such
+ * a pair: its GEMM2 is fixed by its GEMM1. */
 static mt_status chain_round(worker *w, const mt_db_key *key, const mt_problem *p, int64_t skip_block_m,
                              char *msg, size_t msg_size)
 {
