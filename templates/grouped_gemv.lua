@@ -114,6 +114,13 @@ for _, q in ipairs(QUANTS) do
     end
   end
 end
+-- A 16-bit one-token tile of eight warps capped at 48 warps an SM (six
+-- CTAs, 40 registers a thread where ptxas gives 48 to 54 uncapped, so four
+-- or five CTAs), GEMM1 and GEMM2, so that the GPU tests run a cap above 24.
+for _, epi in ipairs({ "silu", "store" }) do
+  defaults[#defaults + 1] = { quant = "none", epilogue = epi, BLOCK_M = 1, BLOCK_N = 16, WARPS = 8, UNROLL = 2,
+                              AHEAD = 0, AQUANT = "step", OQUANT = "step", CHAIN = 0, SM_WARPS = 48 }
+end
 -- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
 -- "silu", "gelu"; act_quant.cuh's numbering), nil for the others.
 local AQ_ACT = { silu = 0, gelu = 1 }
@@ -154,12 +161,16 @@ return {
     -- The warps an SM is to hold at once (a one-token tile, BLOCK_M 1):
     -- __launch_bounds__'s minimum of SM_WARPS / WARPS CTAs, so that ptxas
     -- caps the registers at 64K / (32 x SM_WARPS) a thread (16: 128, 20:
-    -- 96, 24: 80) and spills what does not fit; 0, the compiler's choice.
-    -- A weight stream keeps more loads in flight with more CTAs an SM, at
-    -- the cost of the spills (ptxas gives the fp8 block-wise one-token
-    -- tiles 117 to 128 registers: 4 CTAs of 4 warps an SM). The kernels
-    -- before it are 0 and keep their names.
-    { name = "SM_WARPS", abbrev = "o",  values = { 0, 16, 20, 24 }, omit_in_name = 0 },
+    -- 96, 24: 80, 32: 64, 40: 48, 48: 40, 64: 32) and spills what does not
+    -- fit; 0, the compiler's choice. A weight stream keeps more loads in
+    -- flight with more CTAs an SM, at the cost of the spills (ptxas gives
+    -- the fp8 block-wise one-token tiles 117 to 128 registers: 4 CTAs of 4
+    -- warps an SM). And a grid of a few waves ends in a partial one: Qwen3
+    -- bf16's GEMM1 at one token is 768 CTAs of 8 warps, at 48 to 54
+    -- registers 4 or 5 an SM (528 or 660 on 132 SMs), 6 under a cap of 48
+    -- warps (792, one wave; Nsight Compute on the H100, session 49). The
+    -- kernels before it are 0 and keep their names.
+    { name = "SM_WARPS", abbrev = "o",  values = { 0, 16, 20, 24, 32, 40, 48, 64 }, omit_in_name = 0 },
   },
   default_set = defaults,
   valid = function(p, target)

@@ -628,10 +628,25 @@ static void test_gemv_defaults_compile(void **state)
              * (store, silu, gelu), and x activation x (store, sum, lastsum),
              * and the output-quantizing tiles (AQUANT step, cta; and one of
              * 64 weight rows) x dtype x (silu, gelu), and that last one's
-             * step-fed twin x dtype x (store, silu, gelu, sum, lastsum) */
-            const int chainable = !strcmp(quants[q], "none") || block;
+             * step-fed twin x dtype x (store, silu, gelu, sum, lastsum);
+             * 16-bit: the tile capped at 48 warps x dtype x (silu, store) */
+            const int sixteen = !strcmp(quants[q], "none");
+            const int chainable = sixteen || block;
             assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0) +
-                                               (chainable ? 2 * 2 * 2 : 0));
+                                               (chainable ? 2 * 2 * 2 : 0) + (sixteen ? 2 * 2 : 0));
+            size_t capped48 = 0;
+            for (size_t i = 0; i < n; i++)
+                if (mt_variant_int(&v[i], "SM_WARPS", -1) == 48) {
+                    /* six CTAs of eight warps, asked of __launch_bounds__ */
+                    char *src = NULL;
+                    assert_int_equal(mt_gen_source(g, &v[i], &src, NULL), MT_OK);
+                    assert_non_null(strstr(src, "__launch_bounds__(256, 6)"));
+                    free(src);
+                    assert_int_equal(mt_variant_chain(&v[i]), 0);
+                    sample[ns++] = v[i];
+                    capped48++;
+                }
+            assert_int_equal(capped48, sixteen ? 2 * 2 : 0);
             if (n)
                 sample[ns++] = v[(q * 7) % n];
             static const char *const sum_epis[] = {"sum", "lastsum"};

@@ -750,7 +750,7 @@ static void test_neighbours_pad_skip(void **state)
 }
 
 /* Stage 3's register caps of a one-token grouped_gemv tile: from the
- * uncapped 4-warp tile its three capped twins (16, 20 and 24 warps an SM),
+ * uncapped 4-warp tile its seven capped twins (16 to 64 warps an SM),
  * nothing else changed; along WARPS, a tile capped at 20 warps (5 CTAs of
  * 4) finds the 8-warp tile with another cap (20 is no whole number of
  * 8-warp CTAs), and the uncapped one the 8-warp tile uncapped. */
@@ -767,13 +767,13 @@ static void test_neighbours_sm_warps(void **state)
     size_t *pick = malloc(ngv * sizeof *pick);
     assert_non_null(pick);
     size_t n = mt_select_neighbours(gv, ngv, plain, "SM_WARPS", pick);
-    assert_int_equal(n, 3);
+    assert_int_equal(n, 7);
     int64_t caps = 0;
     for (size_t i = 0; i < n; i++) {
         assert_true(mt_variant_differs_only_in(&gv[pick[i]], plain, "SM_WARPS", NULL));
         caps += mt_variant_int(&gv[pick[i]], "SM_WARPS", 0);
     }
-    assert_int_equal(caps, 16 + 20 + 24);
+    assert_int_equal(caps, 16 + 20 + 24 + 32 + 40 + 48 + 64);
     n = mt_select_neighbours(gv, ngv, capped, "WARPS", pick);
     assert_true(n >= 1);
     for (size_t i = 0; i < n; i++) {
