@@ -10,13 +10,14 @@
 #include "common/util.h"
 #include "gen/gen_internal.h"
 
-/* Shared memory per block is the opt-in maximum of each architecture. */
+/* Shared memory per block is the opt-in maximum of each architecture;
+ * threads per SM, what an SM holds at once. */
 static const gen_target targets[] = {
-    {"sm_80", 80, 166912, 65536, 1024, 0},
-    {"sm_86", 86, 101376, 65536, 1024, 0},
-    {"sm_89", 89, 101376, 65536, 1024, 0},
-    {"sm_90a", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 0},
-    {"compute_90", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 1},
+    {"sm_80", 80, 166912, 65536, 1024, 2048, 0},
+    {"sm_86", 86, 101376, 65536, 1024, 1536, 0},
+    {"sm_89", 89, 101376, 65536, 1024, 1536, 0},
+    {"sm_90a", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 2048, 0},
+    {"compute_90", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 2048, 1},
 };
 
 /* Beyond this many points a family needs filters: walking it would take

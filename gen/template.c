@@ -328,7 +328,7 @@ static void push_point(lua_State *L, const gen_template *t, const int *point)
 
 static void push_target(lua_State *L, const gen_target *tg)
 {
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 6);
     lua_pushstring(L, tg->arch);
     lua_setfield(L, -2, "arch");
     lua_pushinteger(L, tg->sm);
@@ -339,6 +339,8 @@ static void push_target(lua_State *L, const gen_target *tg)
     lua_setfield(L, -2, "regs_per_sm");
     lua_pushinteger(L, tg->max_threads);
     lua_setfield(L, -2, "max_threads");
+    lua_pushinteger(L, tg->threads_per_sm);
+    lua_setfield(L, -2, "threads_per_sm");
 }
 
 static int int_field(lua_State *L, int idx, const char *key, lua_Integer *out)

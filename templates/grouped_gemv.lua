@@ -114,12 +114,15 @@ for _, q in ipairs(QUANTS) do
     end
   end
 end
--- A 16-bit one-token tile of eight warps capped at 48 warps an SM (six
--- CTAs, 40 registers a thread where ptxas gives 48 to 54 uncapped, so four
--- or five CTAs), GEMM1 and GEMM2, so that the GPU tests run a cap above 24.
-for _, epi in ipairs({ "silu", "store" }) do
-  defaults[#defaults + 1] = { quant = "none", epilogue = epi, BLOCK_M = 1, BLOCK_N = 16, WARPS = 8, UNROLL = 2,
-                              AHEAD = 0, AQUANT = "step", OQUANT = "step", CHAIN = 0, SM_WARPS = 48 }
+-- A 16-bit one-token tile of eight warps, GEMM1 and GEMM2, uncapped and
+-- capped at 48 warps an SM (six CTAs, 40 registers a thread where ptxas
+-- gives it 48, so five), so that the GPU tests run a cap above 24 and
+-- compare its output with the uncapped pipeline's, byte for byte.
+for _, sw in ipairs({ 0, 48 }) do
+  for _, epi in ipairs({ "silu", "store" }) do
+    defaults[#defaults + 1] = { quant = "none", epilogue = epi, BLOCK_M = 1, BLOCK_N = 16, WARPS = 8, UNROLL = 2,
+                                AHEAD = 0, AQUANT = "step", OQUANT = "step", CHAIN = 0, SM_WARPS = sw }
+  end
 end
 -- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
 -- "silu", "gelu"; act_quant.cuh's numbering), nil for the others.
@@ -235,6 +238,9 @@ return {
       end
       if p.SM_WARPS % p.WARPS ~= 0 then
         return false, "SM_WARPS is not a whole number of CTAs of WARPS warps"
+      end
+      if p.SM_WARPS * 32 > target.threads_per_sm then
+        return false, "SM_WARPS is more warps than an SM of the target holds"
       end
     end
     if not rows_split_evenly(p.BLOCK_N, p.WARPS) then

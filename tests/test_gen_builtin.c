@@ -629,11 +629,12 @@ static void test_gemv_defaults_compile(void **state)
              * and the output-quantizing tiles (AQUANT step, cta; and one of
              * 64 weight rows) x dtype x (silu, gelu), and that last one's
              * step-fed twin x dtype x (store, silu, gelu, sum, lastsum);
-             * 16-bit: the tile capped at 48 warps x dtype x (silu, store) */
+             * 16-bit: a tile of eight warps, uncapped and capped at 48
+             * warps, x dtype x (silu, store) */
             const int sixteen = !strcmp(quants[q], "none");
             const int chainable = sixteen || block;
             assert_int_equal(n, none ? 0 : 2 * 2 * 2 * 3 + 2 * 2 * 5 + (block ? 2 * 3 + 2 * 2 * 3 + 3 * 2 * 2 + 2 * 5 : 0) +
-                                               (chainable ? 2 * 2 * 2 : 0) + (sixteen ? 2 * 2 : 0));
+                                               (chainable ? 2 * 2 * 2 : 0) + (sixteen ? 2 * 2 * 2 : 0));
             size_t capped48 = 0;
             for (size_t i = 0; i < n; i++)
                 if (mt_variant_int(&v[i], "SM_WARPS", -1) == 48) {
@@ -643,6 +644,11 @@ static void test_gemv_defaults_compile(void **state)
                     assert_non_null(strstr(src, "__launch_bounds__(256, 6)"));
                     free(src);
                     assert_int_equal(mt_variant_chain(&v[i]), 0);
+                    /* and its uncapped twin, the GPU tests' reference */
+                    size_t twins = 0;
+                    for (size_t j = 0; j < n; j++)
+                        twins += mt_variant_same_but(&v[j], &v[i], "SM_WARPS", "0");
+                    assert_int_equal(twins, 1);
                     sample[ns++] = v[i];
                     capped48++;
                 }

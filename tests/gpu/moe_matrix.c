@@ -192,21 +192,34 @@ static void check_rearmed(const mt_moe_plan *plan, const mt_problem *p, const mt
  * cta (NULL: not loaded): the same tile in a launch of its own (CHAIN=0)
  * where cta runs GEMM2 in its launch (for a tile with its registers capped,
  * SM_WARPS, the uncapped tile's where the capped one is not loaded: the
- * cap changes no result), else its twin that quantizes neither its A rows
- * nor its output (AQUANT=step, OQUANT=step). */
+ * cap changes no result), else its twin uncapped (SM_WARPS=0) and
+ * quantizing neither its A rows nor its output (AQUANT=step, OQUANT=step). */
 static const mt_kernel *step_twin_of(const mt_variant *cta)
 {
     if (mt_variant_chain(cta) > 0)
         return mt_kernel_set_find_unchained(&mm_kernels, cta);
     const mt_kernel *twin = NULL;
     const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
-    if (mt_variant_quantizes_a(cta)) {
+    if (mt_variant_int(cta, "SM_WARPS", 0) > 0) {
+        twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "SM_WARPS", "0");
+        from = twin ? &twin->v : NULL;
+    }
+    if (from && mt_variant_quantizes_a(cta)) {
         twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "AQUANT", "step");
         from = twin ? &twin->v : NULL;
     }
     if (from && mt_variant_quantizes_out(cta))
         twin = mt_kernel_set_find_sibling(&mm_kernels, from, "OQUANT", "step");
     return twin;
+}
+
+/* Whether plan's GEMM1 has a twin to check against (check_step_twin). */
+static int has_step_twin(const mt_moe_plan *plan)
+{
+    const mt_variant *g1 = &plan->step[MT_STEP_GEMM1].v;
+    return (mt_variant_quantizes_a(g1) || mt_variant_quantizes_out(g1) || mt_variant_chain(g1) > 0 ||
+            mt_variant_int(g1, "SM_WARPS", 0) > 0) &&
+           !mt_variant_sums_by_atomics(&plan->step[MT_STEP_GEMM2].v);
 }
 
 /* A GEMM1 that quantizes its own A rows (AQUANT=cta) runs the quant step's
@@ -217,7 +230,9 @@ static const mt_kernel *step_twin_of(const mt_variant *cta)
  * (AQUANT=step, OQUANT=step) as GEMM1 between those steps. Likewise a
  * GEMM1 that runs GEMM2 in its launch (CHAIN) runs both GEMMs' own code:
  * its output must equal that of the same two tiles launched one after the
- * other. One "twin" check. */
+ * other; and a tile with its registers capped (SM_WARPS), of the tile
+ * uncapped, with GEMM2 uncapped too where it is capped (the uncapped one
+ * loaded). One "twin" check. */
 static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const mt_problem_data *d,
                             CUdeviceptr *ws, size_t *ws_size, size_t out_bytes, const void *got,
                             const char *desc)
@@ -229,9 +244,15 @@ static void check_step_twin(const mt_moe_plan *plan, const mt_problem *p, const 
     mt_status st = MT_ERR_NOT_FOUND;
     if (!twin)
         snprintf(msg, sizeof msg, "no %s twin loaded",
-                 mt_variant_chain(cta) > 0 ? "CHAIN=0" : "AQUANT=step OQUANT=step");
+                 mt_variant_chain(cta) > 0 ? "CHAIN=0" : "SM_WARPS=0 AQUANT=step OQUANT=step");
     else if (!(st = mt_plan_compose(&mm_kernels, p, twin->v.name, &step, msg, sizeof msg))) {
         step.step[MT_STEP_GEMM2] = plan->step[MT_STEP_GEMM2];
+        const mt_variant *g2 = &plan->step[MT_STEP_GEMM2].v;
+        const mt_kernel *uncapped2 = mt_variant_chain(cta) > 0 || mt_variant_int(g2, "SM_WARPS", 0) == 0
+                                         ? NULL
+                                         : mt_kernel_set_find_sibling(&mm_kernels, g2, "SM_WARPS", "0");
+        if (uncapped2)
+            step.step[MT_STEP_GEMM2] = *uncapped2;
         st = mt_moe_plan_check(&step, p, msg, sizeof msg);
     }
     void *ref = malloc(out_bytes);
@@ -401,9 +422,7 @@ void mm_run_case(const qcase *c, uint64_t seed)
                 if (mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains ||
                     !strcmp(mt_variant_get(&plan.step[MT_STEP_GEMM2].v, "epilogue"), "lastsum"))
                     check_rearmed(&plan, &p, &d, ws, ws_size, out_bytes, got, desc, name);
-                if ((mt_variant_quantizes_a(&plan.step[MT_STEP_GEMM1].v) ||
-                     mt_variant_quantizes_out(&plan.step[MT_STEP_GEMM1].v) || chains) &&
-                    !mt_variant_sums_by_atomics(&plan.step[MT_STEP_GEMM2].v))
+                if (has_step_twin(&plan))
                     check_step_twin(&plan, &p, &d, &ws, &ws_size, out_bytes, got, desc);
                 if (pass < 3) {
                     memcpy(stored[pass], got, out_bytes);
