@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Session 49's fifth call (staged with MT_STAGE_GZIP=1 scripts/gpu-prepare.sh,
 # carry [".gpu"]): why is the chained decode launch (grouped_gemv CHAIN)
-# slower than the two launches it replaces? Calls 1 and 2 timed it on an
-# H100 at M = 1: Qwen3 bf16 45.1 us (c64) against 38.8, DeepSeek-V3 fp8
+# slower than the two launches it replaces? Call 1 timed it on an H100 at
+# M = 1: Qwen3 bf16 45.1 us (c64) against 38.8, DeepSeek-V3 fp8
 # 41.7 us against 29.4. Nsight Compute on the chained kernel (from a tune
 # run searching only CHAIN = 64 GEMM1 tiles) and on the GEMM kernels of the
 # card's tuned pipeline (bench --db), the clocks left alone (METHOD.md).

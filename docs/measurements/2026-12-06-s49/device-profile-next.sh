@@ -9,7 +9,7 @@
 #   MT_CALL_LIMIT=N bash docs/measurements/2026-12-06-s49/device-profile-next.sh
 set -uo pipefail
 . scripts/gpu-call.sh
-ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | sort -V | tail -1)
 [ -n "$ncu" ] || { echo "== no ncu here"; exit 77; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 db=db/tuned/nvidia-h200.db
@@ -18,7 +18,9 @@ sections=(--section SpeedOfLight --section Occupancy --section LaunchStats --sec
   --section MemoryWorkloadAnalysis --section SchedulerStats)
 profile() {   # TAG FILTER COUNT COMMAND...
   local tag=$1 filter=$2 count=$3; shift 3
-  timeout $(( $(left) / 2 - 5 )) "$ncu" --clock-control none -k "regex:$filter" -c "$count" "${sections[@]}" "$@" \
+  local t=$(( $(left) / 2 - 5 ))
+  [ "$t" -gt 10 ] || { echo "== profile $tag: no time left"; return; }
+  timeout "$t" "$ncu" --clock-control none -k "regex:$filter" -c "$count" "${sections[@]}" "$@" \
     >"$out/ncu-$tag.txt" 2>&1
   local r=$?
   sleep 2   # ncu prints its reports as it shuts down
@@ -26,7 +28,7 @@ profile() {   # TAG FILTER COUNT COMMAND...
 }
 shape=${MT_PROFILE_SHAPE:---preset qwen3-30b-a3b}
 # shellcheck disable=SC2086 # option lists
-profile chain "_c[0-9]+" 1 .gpu/bin/moetune tune $shape --M 1 --param BLOCK_M=1 \
+profile chain "mtk_grouped_gemv_.*_c[0-9]+" 1 .gpu/bin/moetune tune $shape --M 1 --param BLOCK_M=1 \
   --max-candidates 2 --finalists 0 --no-isolate --reps 3 --db /tmp/chain.db
 # shellcheck disable=SC2086
 profile tuned "grouped_gemv" 2 .gpu/bin/moetune bench $shape --M 1 --db "$db" \
