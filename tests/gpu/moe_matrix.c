@@ -205,7 +205,7 @@ static const mt_kernel *step_twin_of(const mt_variant *cta)
         from = twin ? &twin->v : NULL;
     }
     if (from && mt_variant_quantizes_a(cta)) {
-        twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "AQUANT", "step");
+        twin = mt_kernel_set_find_sibling(&mm_kernels, from, "AQUANT", "step");
         from = twin ? &twin->v : NULL;
     }
     if (from && mt_variant_quantizes_out(cta))
