@@ -60,7 +60,7 @@ typedef struct gen_default {   /* one default_set entry: param index -> value in
 typedef struct gen_target {
     const char *arch;
     int sm;
-    int smem_per_block, regs_per_sm, max_threads, threads_per_sm;
+    int smem_per_block, regs_per_sm, max_threads, threads_per_sm, smem_per_sm;
     int is_ptx;
 } gen_target;
 

@@ -328,7 +328,7 @@ static void push_point(lua_State *L, const gen_template *t, const int *point)
 
 static void push_target(lua_State *L, const gen_target *tg)
 {
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     lua_pushstring(L, tg->arch);
     lua_setfield(L, -2, "arch");
     lua_pushinteger(L, tg->sm);
@@ -341,6 +341,8 @@ static void push_target(lua_State *L, const gen_target *tg)
     lua_setfield(L, -2, "max_threads");
     lua_pushinteger(L, tg->threads_per_sm);
     lua_setfield(L, -2, "threads_per_sm");
+    lua_pushinteger(L, tg->smem_per_sm);
+    lua_setfield(L, -2, "smem_per_sm");
 }
 
 static int int_field(lua_State *L, int idx, const char *key, lua_Integer *out)

@@ -124,6 +124,11 @@ for _, sw in ipairs({ 0, 48 }) do
                                 AHEAD = 0, AQUANT = "step", OQUANT = "step", CHAIN = 0, SM_WARPS = sw }
   end
 end
+-- Static shared memory of a CTA that quantizes its A rows (AQUANT other
+-- than "step"), at least: the quantized row, gemv_args.h's
+-- MT_GEMV_AQ_MAX_K bytes, and its scales (test_gen_builtin checks the
+-- cap rule below against that header).
+local AQ_SMEM = 16384 + 16384 // 128 * 4
 -- The activation a GEMM2 applies before it quantizes its A rows (AQUANT
 -- "silu", "gelu"; act_quant.cuh's numbering), nil for the others.
 local AQ_ACT = { silu = 0, gelu = 1 }
@@ -241,6 +246,9 @@ return {
       end
       if p.SM_WARPS * 32 > target.threads_per_sm then
         return false, "SM_WARPS is more warps than an SM of the target holds"
+      end
+      if p.AQUANT ~= "step" and p.SM_WARPS // p.WARPS * (AQ_SMEM + 1024) > target.smem_per_sm then
+        return false, "SM_WARPS is more self-quantizing CTAs than an SM's shared memory holds"
       end
     end
     if not rows_split_evenly(p.BLOCK_N, p.WARPS) then

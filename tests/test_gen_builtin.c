@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "moetune/gen.h"
+#include "templates/gemv_args.h"
 
 #define SAMPLE_PER_FAMILY 4
 #define PDL_MARK "mt_pdl_aware" /* with its NUL: the whole name in the string table */
@@ -748,6 +749,50 @@ static void test_gemv_defaults_compile(void **state)
     mt_gen_close(g);
 }
 
+/* grouped_gemv's register caps (SM_WARPS) exist where an SM can hold the
+ * CTAs they ask for: no more warps than its threads (1536 on sm_86 and
+ * sm_89), and for a tile that quantizes its A rows, no more CTAs than its
+ * shared memory holds with the quantized row and its scales
+ * (MT_GEMV_AQ_MAX_K bytes and a float per 128) and the 1 KB the driver
+ * keeps a CTA. Every other cap of whole CTAs is there. */
+static void test_gemv_caps_fit_the_sm(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *arch, *quant;
+        int threads, smem;
+    } sms[] = {{"sm_80", "int8-block", 2048, 167936},
+               {"sm_86", "int8-block", 1536, 102400},
+               {"sm_90a", "fp8-block", 2048, 233472}};
+    static const int caps[] = {16, 20, 24, 32, 40, 48, 64};
+    const int aq_cta = MT_GEMV_AQ_MAX_K + MT_GEMV_AQ_MAX_K / 128 * 4 + 1024;
+    mt_gen *g = mt_test_open_templates();
+    for (size_t a = 0; a < sizeof sms / sizeof sms[0]; a++)
+        for (int aq = 0; aq < 2; aq++) {
+            const char *const kv[] = {"dtype", "bf16", "quant", sms[a].quant, "format", "standard",
+                                      "epilogue", "silu", "BLOCK_M", "1", "BLOCK_N", "16", "UNROLL", "2",
+                                      "AHEAD", "0", "AQUANT", aq ? "cta" : "step", "OQUANT", "step",
+                                      "CHAIN", "0", NULL};
+            size_t n = 0;
+            mt_variant *v = family_points(g, "grouped_gemv", sms[a].arch, 0, kv, &n, NULL);
+            for (int warps = 4; warps <= 8; warps += 4)
+                for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+                    const int cap = caps[c];
+                    const int want = cap % warps == 0 && cap * 32 <= sms[a].threads &&
+                                     (!aq || cap / warps * aq_cta <= sms[a].smem);
+                    int have = 0;
+                    for (size_t i = 0; i < n; i++)
+                        have += mt_variant_int(&v[i], "WARPS", 0) == warps &&
+                                mt_variant_int(&v[i], "SM_WARPS", 0) == cap;
+                    if (have != want)
+                        fail_msg("%s %s AQUANT %s, %d warps capped at %d: %d variants, want %d", sms[a].arch,
+                                 sms[a].quant, aq ? "cta" : "step", warps, cap, have, want);
+                }
+            free(v);
+        }
+    mt_gen_close(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_find_decodes_names),
         cmocka_unit_test(test_sm90_swap_names_and_pruning),
         cmocka_unit_test(test_gemv_defaults_compile),
+        cmocka_unit_test(test_gemv_caps_fit_the_sm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
