@@ -12,7 +12,8 @@
 
 /* Shared memory per block is the opt-in maximum of each architecture;
  * threads and shared memory per SM, what an SM holds at once (of which the
- * driver keeps 1 KB a CTA). */
+ * driver keeps 1 KB a CTA). compute_90, PTX for newer GPUs, takes sm_90's
+ * limits. */
 static const gen_target targets[] = {
     {"sm_80", 80, 166912, 65536, 1024, 2048, 167936, 0},
     {"sm_86", 86, 101376, 65536, 1024, 1536, 102400, 0},
