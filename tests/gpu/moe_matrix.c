@@ -22,6 +22,30 @@ mt_kernel_set mm_kernels;
 CUstream mm_stream;
 int mm_failures, mm_runs;
 
+/* Whether each loaded tile with its registers capped (grouped_gemv
+ * SM_WARPS) gets the CTAs an SM it asks __launch_bounds__ for, as the
+ * driver sees its registers and shared memory (the template's valid()
+ * judges shared memory by a lower bound of its size): a cap that cannot
+ * be reached only spills. One check each, counted with the matrix's. */
+static void check_caps_reachable(void)
+{
+    for (size_t i = 0; i < mm_kernels.n; i++) {
+        const mt_kernel *k = &mm_kernels.k[i];
+        const int64_t cap = mt_variant_int(&k->v, "SM_WARPS", 0), warps = mt_variant_int(&k->v, "WARPS", 0);
+        if (cap <= 0 || warps <= 0)
+            continue;
+        int per_sm = 0;
+        const CUresult r =
+            mt_cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k->fn, k->v.threads, (size_t)k->v.smem_bytes);
+        mm_runs++;
+        if (r != CUDA_SUCCESS || per_sm < cap / warps) {
+            mm_failures++;
+            printf("FAIL cap    %s: %d CTAs an SM (CUresult %d), the cap asks for %lld\n", k->v.name, per_sm,
+                   (int)r, (long long)(cap / warps));
+        }
+    }
+}
+
 int mm_setup(const mt_gen_filter *filter)
 {
     char msg[512];
@@ -44,6 +68,7 @@ int mm_setup(const mt_gen_filter *filter)
     }
     printf("GPU %s (%s): %zu default mm_kernels compiled and loaded in %.1f s\n", mm_gpu.name,
            mt_gpu_arch(&mm_gpu), mm_kernels.n, mt_now() - t0);
+    check_caps_reachable();
     if (mt_cu.cuStreamCreate(&mm_stream, CU_STREAM_NON_BLOCKING))
         return -1;
     return 0;
