@@ -223,18 +223,20 @@ static const mt_kernel *step_twin_of(const mt_variant *cta)
 {
     if (mt_variant_chain(cta) > 0)
         return mt_kernel_set_find_unchained(&mm_kernels, cta);
+    /* Each step from the twin before it. */
+    const struct {
+        int applies;
+        const char *param, *value;
+    } steps[] = {{mt_variant_int(cta, "SM_WARPS", 0) > 0, "SM_WARPS", "0"},
+                 {mt_variant_quantizes_a(cta), "AQUANT", "step"},
+                 {mt_variant_quantizes_out(cta), "OQUANT", "step"}};
     const mt_kernel *twin = NULL;
     const mt_variant *from = cta;   /* the twin so far: NULL once one is missing */
-    if (mt_variant_int(cta, "SM_WARPS", 0) > 0) {
-        twin = mt_kernel_set_find_sibling(&mm_kernels, cta, "SM_WARPS", "0");
-        from = twin ? &twin->v : NULL;
-    }
-    if (from && mt_variant_quantizes_a(cta)) {
-        twin = mt_kernel_set_find_sibling(&mm_kernels, from, "AQUANT", "step");
-        from = twin ? &twin->v : NULL;
-    }
-    if (from && mt_variant_quantizes_out(cta))
-        twin = mt_kernel_set_find_sibling(&mm_kernels, from, "OQUANT", "step");
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && from; i++)
+        if (steps[i].applies) {
+            twin = mt_kernel_set_find_sibling(&mm_kernels, from, steps[i].param, steps[i].value);
+            from = twin ? &twin->v : NULL;
+        }
     return twin;
 }
 
