@@ -3,7 +3,7 @@
 # call 3 profiled the first chained kernel of a search narrowed to the
 # one-token tiles, an UNROLL-4 tile that holds 92 registers alone; the best
 # chain of the full search, `..._silu_m1_n16_w4_u2_a1_c32`, holds 62 and is
-# still 1.16x slower than the tuned pair on an H100). The tune is not
+# still 1.17x slower than the tuned pair on an H100). The tune is not
 # narrowed, so that stage 3's chain round starts from the tuned one-token
 # pair; ncu takes the first `_c32` kernel (uncapped), with the
 # per-instruction view (MT_PROFILE_SOURCE=1: read it here with
