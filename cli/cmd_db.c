@@ -62,7 +62,7 @@ typedef struct opts {
     int npos;
     const char *sku, *out, *vllm, *hash, *E_text;
     int64_t E;   /* --E as a number (run_sub): 0 when not given */
-    int images, vllm_flag, dry_run, compile, history, help;
+    int images, vllm_flag, dry_run, compile, history, newer, help;
 } opts;
 
 /* vllm_value: "--vllm" takes a folder (export) rather than being a flag. */
@@ -106,6 +106,8 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
             o->compile = 1;
         else if (!strcmp(a, "--history"))
             o->history = 1;
+        else if (!strcmp(a, "--newer"))
+            o->newer = 1;
     }
     return 0;
 }
@@ -302,7 +304,7 @@ static int cmd_merge(const opts *o)
         return MT_EXIT_FAIL;
     for (int i = 1; i < o->npos; i++) {
         mt_db_merge_stats s;
-        if (mt_db_merge(db, o->pos[i], &s))
+        if (mt_db_merge_by(db, o->pos[i], o->newer ? MT_DB_MERGE_NEWER : MT_DB_MERGE_FASTER, &s))
             return fail_into(db, o->pos[0], existed);
         print_merge_stats(o->pos[i], &s);
     }
@@ -439,11 +441,13 @@ static const db_sub subs[] = {
      "per-device configs, stored as reference records that `db show` prints beside the tuned "
      "kernels.",
      cmd_import},
-    {"merge", "moetune db merge DST SRC...", NO_OPTS, 0, 2, MANY,
+    {"merge", "moetune db merge DST SRC... [--newer]", OPTS("--newer"), 0, 2, MANY,
      "expected a destination and at least one source",
      "Merge each SRC database into DST (created if missing), one transaction per SRC: per SKU, "
      "key and M the faster entry wins and both records stay in the history; kernels DST lacks "
-     "are copied.",
+     "are copied. --newer: the entry recorded later wins instead (on a tie the faster), for "
+     "the results of later runs (a retune whose run timed the stored pipeline again and beat "
+     "it) that the lower stored times of earlier runs would otherwise outvote.",
      cmd_merge},
     {"verify", "moetune db verify DB", NO_OPTS, 0, 1, 1, ONE_DB,
      "Check SQLite integrity, the application id and schema version, every kernel's source "

@@ -1,6 +1,7 @@
 /*
- * Entries: offering a result (faster wins, every offer kept in the
- * history), the nearest-M lookups and iteration.
+ * Entries: offering a result (faster wins, or newer in a merge by
+ * MT_DB_MERGE_NEWER; every offer kept in the history), the nearest-M
+ * lookups and iteration.
  */
 #include "db/db_internal.h"
 
@@ -96,9 +97,8 @@ mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
 
 static int ok_time(double t) { return isfinite(t) && t >= 0; }
 
-/* replace: e becomes the entry whatever the stored one's time. */
-static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id, int replace,
-                           mt_db_put_outcome *outcome)
+mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                             mt_db__put_rule rule, mt_db_put_outcome *outcome)
 {
     if (!db || !e)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_entry: NULL argument")
@@ -127,8 +127,8 @@ static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_i
     if (!st)
         st = mt_db__put_history(db, e, key_id, provenance_id);
     if (!st)
-        st = mt_db__prepare(db, "SELECT time_us FROM entry WHERE sku = ? AND key_id = ? AND M = ?",
-                            &s);
+        st = mt_db__prepare(db, "SELECT time_us, recorded FROM entry WHERE sku = ? AND key_id = ? "
+                            "AND M = ?", &s);
     if (st)
         goto fail;
     mt_db__bind_text(s, 1, e->key.sku);
@@ -137,9 +137,15 @@ static mt_status put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_i
     int rc = sqlite3_step(s);
     DB_CHECK(db, rc, "find entry");
     mt_db_put_outcome out = MT_DB_PUT_INSERTED;
-    if (rc == SQLITE_ROW)
-        out = replace || e->time_us < sqlite3_column_double(s, 0) ? MT_DB_PUT_REPLACED
-                                                                   : MT_DB_PUT_KEPT;
+    if (rc == SQLITE_ROW) {
+        const int faster = e->time_us < sqlite3_column_double(s, 0);
+        const int64_t stored = sqlite3_column_int64(s, 1),
+                      offered = e->recorded ? e->recorded : (int64_t)time(NULL);
+        const int wins = rule == MT_DB__PUT_ALWAYS   ? 1
+                         : rule == MT_DB__PUT_NEWER ? offered > stored || (offered == stored && faster)
+                                                    : faster;
+        out = wins ? MT_DB_PUT_REPLACED : MT_DB_PUT_KEPT;
+    }
     if (out != MT_DB_PUT_KEPT)
         st = exec_values(db, "INSERT OR REPLACE INTO entry (" VALUE_COLS ") VALUES ("
                          VALUE_PARAMS ")", e, key_id, provenance_id, "store entry");
@@ -153,13 +159,13 @@ fail:
 mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
                           mt_db_put_outcome *outcome)
 {
-    return put_entry(db, e, provenance_id, 0, outcome);
+    return mt_db__offer_entry(db, e, provenance_id, MT_DB__PUT_FASTER, outcome);
 }
 
 mt_status mt_db_replace_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
                               mt_db_put_outcome *outcome)
 {
-    return put_entry(db, e, provenance_id, 1, outcome);
+    return mt_db__offer_entry(db, e, provenance_id, MT_DB__PUT_ALWAYS, outcome);
 }
 
 /* Nearest-M rule in SQL: smallest |M - Mt|, then the larger Mt, then the

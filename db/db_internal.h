@@ -74,6 +74,16 @@ void mt_db__read_prov(sqlite3_stmt *s, int col, mt_db_provenance *p);
 mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
                              int64_t provenance_id);
 
+/* When an offered entry replaces the stored one. */
+typedef enum mt_db__put_rule {
+    MT_DB__PUT_FASTER,   /* strictly lower time (mt_db_put_entry) */
+    MT_DB__PUT_ALWAYS,   /* whatever the times (mt_db_replace_entry) */
+    MT_DB__PUT_NEWER     /* later recorded, or as recent and strictly faster */
+} mt_db__put_rule;
+/* mt_db_put_entry under `rule`; e->recorded 0 counts as now. */
+mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+                             mt_db__put_rule rule, mt_db_put_outcome *outcome);
+
 /* Recompute a kernel's hashes; MT_ERR_DB naming it when they differ. */
 mt_status mt_db__check_kernel(mt_db *db, const mt_db_kernel *k);
 
@@ -84,6 +94,7 @@ mt_status mt_db__check_destination(mt_db *db, const char *refused);
 /* Merge and JSON import feed records through these, one rule set. */
 typedef struct mt_db__merger {
     mt_db *db;
+    mt_db_merge_rule rule;
     mt_db_merge_stats stats;
     mt_status st;
     sqlite3_stmt *find_kernel;   /* prepared on first use; mt_db__merger_done */

@@ -462,7 +462,9 @@ mt_status mt_db__merge_entry(mt_db__merger *m, const mt_db_entry *e, int history
         if (st)
             return st;
         mt_db_put_outcome out;
-        st = mt_db_put_entry(m->db, e, prov_id, &out);
+        st = mt_db__offer_entry(m->db, e, prov_id,
+                                m->rule == MT_DB_MERGE_NEWER ? MT_DB__PUT_NEWER : MT_DB__PUT_FASTER,
+                                &out);
         if (!st)
             (*(out == MT_DB_PUT_INSERTED   ? &m->stats.entries_inserted
                : out == MT_DB_PUT_REPLACED ? &m->stats.entries_replaced
@@ -535,8 +537,16 @@ static mt_status src_fail(mt_db *db, mt_db *src, mt_status st)
 
 mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
 {
+    return mt_db_merge_by(db, src_path, MT_DB_MERGE_FASTER, stats);
+}
+
+mt_status mt_db_merge_by(mt_db *db, const char *src_path, mt_db_merge_rule rule,
+                         mt_db_merge_stats *stats)
+{
     if (!db || !src_path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
+    if (rule != MT_DB_MERGE_FASTER && rule != MT_DB_MERGE_NEWER)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: unknown rule %d", (int)rule);
     mt_status st = mt_db__check_destination(db, "nothing was merged into it");
     if (st)
         return st;
@@ -547,7 +557,7 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
         mt_db_close(src);
         return st;
     }
-    mt_db__merger m = {.db = db};
+    mt_db__merger m = {.db = db, .rule = rule};
     st = mt_db__begin(db);
     if (st)
         goto done;

@@ -383,14 +383,28 @@ typedef struct mt_db_merge_stats {
     int64_t kernels_added, kernels_present, history, candidates, references;
 } mt_db_merge_stats;
 
+/* Which entry a merge keeps where both databases hold one for an SKU, key
+ * and M. */
+typedef enum mt_db_merge_rule {
+    MT_DB_MERGE_FASTER = 0,   /* the lower stored time (a tie: the destination's) */
+    /* The later recorded (a tie: the lower time). For the results of a
+     * later run that the stored times of earlier runs would outvote: a
+     * retune that beat the stored pipeline timed again in its own run
+     * (mt_db_replace_entry) stores its own run's times, which may be above
+     * the older run's. */
+    MT_DB_MERGE_NEWER
+} mt_db_merge_rule;
+
 /*
  * Merge the database at src_path into db in one transaction: provenance,
- * kernels (those db lacks), entries (per key and M the faster wins; both
- * are recorded in the history), history, candidates and reference configs.
- * src is opened read-only and must be of this schema version. A db whose
- * SQLite file is damaged (mt_db_verify_storage) is refused. On failure db
- * is unchanged.
+ * kernels (those db lacks), entries (per key and M the one `rule` picks;
+ * both are recorded in the history), history, candidates and reference
+ * configs. src is opened read-only and must be of this schema version. A
+ * db whose SQLite file is damaged (mt_db_verify_storage) is refused. On
+ * failure db is unchanged. mt_db_merge: with MT_DB_MERGE_FASTER.
  */
+mt_status mt_db_merge_by(mt_db *db, const char *src_path, mt_db_merge_rule rule,
+                         mt_db_merge_stats *stats /* out */);
 mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats /* out */);
 
 /* ---- JSON ---- */
