@@ -217,8 +217,8 @@ typedef struct mt_db_entry {
 
 typedef enum mt_db_put_outcome {
     MT_DB_PUT_INSERTED = 0,  /* no entry existed */
-    MT_DB_PUT_REPLACED,      /* the new one is faster */
-    MT_DB_PUT_KEPT           /* the stored one is as fast or faster */
+    MT_DB_PUT_REPLACED,      /* the new one won: faster (later, in a MT_DB_MERGE_NEWER merge) */
+    MT_DB_PUT_KEPT           /* the stored one won: as fast or faster (as late or later) */
 } mt_db_put_outcome;
 
 /*
