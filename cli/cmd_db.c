@@ -445,9 +445,9 @@ static const db_sub subs[] = {
      "expected a destination and at least one source",
      "Merge each SRC database into DST (created if missing), one transaction per SRC: per SKU, "
      "key and M the faster entry wins and both records stay in the history; kernels DST lacks "
-     "are copied. --newer: the entry recorded later wins instead (on a tie the faster), for "
-     "the results of later runs (a retune whose run timed the stored pipeline again and beat "
-     "it) that the lower stored times of earlier runs would otherwise outvote.",
+     "are copied. --newer: the entry recorded later wins instead (in the same second the "
+     "faster), for retunes of different points that ran apart from one file: each stores its "
+     "own run's times, which the lower stored times of earlier runs would otherwise outvote.",
      cmd_merge},
     {"verify", "moetune db verify DB", NO_OPTS, 0, 1, 1, ONE_DB,
      "Check SQLite integrity, the application id and schema version, every kernel's source "

@@ -97,15 +97,22 @@ mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
 
 static int ok_time(double t) { return isfinite(t) && t >= 0; }
 
-mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *offer, int64_t provenance_id,
                              mt_db__put_rule rule, mt_db_put_outcome *outcome)
 {
-    if (!db || !e)
-        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_entry: NULL argument")
+    if (!db || !offer)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put entry: NULL argument")
                   : MT_ERR_INVALID_ARG;
+    /* One "now" for the history record, the comparison and the entry. */
+    mt_db_entry dated = *offer;
+    if (!dated.recorded)
+        dated.recorded = (int64_t)time(NULL);
+    const mt_db_entry *e = &dated;
     /* The default may have failed its check: then it has no time. A
      * winner's own time was measured: above zero (one of 0 would win every
-     * later comparison). */
+     * later comparison). A date ahead of this clock is taken as it comes
+     * (a file from a machine whose clock runs ahead must still merge), though
+     * it wins every later merge by MT_DB_MERGE_NEWER. */
     const char *bad = !e->key.sku[0]                              ? "no SKU"
                       : e->M < 1 || e->M > MT_MAX_TOKENS          ? "M outside [1, 2^20]"
                       : !e->pipeline.backend[0]                   ? "no backend"
@@ -114,6 +121,7 @@ mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance
                           ? "default_time_us negative or not finite"
                       : !ok_time(e->rel_err)                      ? "rel_err negative or not finite"
                       : !isfinite(e->cublas_time_us)              ? "cublas_time_us not finite"
+                      : e->recorded < 0                           ? "recorded before 1970"
                                                                   : NULL;
     if (bad)
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "entry %s M=%lld: %s", e->key.sku,
@@ -139,10 +147,10 @@ mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance
     mt_db_put_outcome out = MT_DB_PUT_INSERTED;
     if (rc == SQLITE_ROW) {
         const int faster = e->time_us < sqlite3_column_double(s, 0);
-        const int64_t stored = sqlite3_column_int64(s, 1),
-                      offered = e->recorded ? e->recorded : (int64_t)time(NULL);
+        const int64_t stored = sqlite3_column_int64(s, 1);
         const int wins = rule == MT_DB__PUT_ALWAYS   ? 1
-                         : rule == MT_DB__PUT_NEWER ? offered > stored || (offered == stored && faster)
+                         : rule == MT_DB__PUT_NEWER ? e->recorded > stored ||
+                                                          (e->recorded == stored && faster)
                                                     : faster;
         out = wins ? MT_DB_PUT_REPLACED : MT_DB_PUT_KEPT;
     }

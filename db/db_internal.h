@@ -80,8 +80,8 @@ typedef enum mt_db__put_rule {
     MT_DB__PUT_ALWAYS,   /* whatever the times (mt_db_replace_entry) */
     MT_DB__PUT_NEWER     /* later recorded, or as recent and strictly faster */
 } mt_db__put_rule;
-/* mt_db_put_entry under `rule`; e->recorded 0 counts as now. */
-mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
+/* mt_db_put_entry under `rule`; offer->recorded 0 counts as now. */
+mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *offer, int64_t provenance_id,
                              mt_db__put_rule rule, mt_db_put_outcome *outcome);
 
 /* Recompute a kernel's hashes; MT_ERR_DB naming it when they differ. */

@@ -1,7 +1,8 @@
 /*
  * JSON layouts: the moetune export/import of a whole database, and vLLM's
  * per-device fused-MoE config files. Reads and writes go through the public
- * iteration and the merger (db_maint.c), so an import follows merge rules.
+ * iteration and the merger (db_maint.c), so an import follows mt_db_merge's
+ * rules (the lower stored time wins).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "db/db_internal.h"

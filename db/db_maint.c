@@ -543,6 +543,8 @@ mt_status mt_db_merge(mt_db *db, const char *src_path, mt_db_merge_stats *stats)
 mt_status mt_db_merge_by(mt_db *db, const char *src_path, mt_db_merge_rule rule,
                          mt_db_merge_stats *stats)
 {
+    if (stats)
+        *stats = (mt_db_merge_stats){0};
     if (!db || !src_path)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "merge: no source") : MT_ERR_INVALID_ARG;
     if (rule != MT_DB_MERGE_FASTER && rule != MT_DB_MERGE_NEWER)

@@ -11,9 +11,10 @@
 #    To go on from the file an earlier call returned, check it (db verify)
 #    and put it in db/tuned/ in place of the shipped one: a third 15 MB file
 #    does not fit the 64 MiB a call carries beside the tree and the build.
-#    Two calls' files that started from the same one are joined here with
-#    `moetune db merge A.db B.db --newer` (the later entry wins: the plain
-#    merge keeps the lower stored time, which may be an older run's).
+#    Two calls' files that started from the same one and retuned different
+#    points are joined here with `moetune db merge A.db B.db --newer` (the
+#    later entry wins: the plain merge keeps the lower stored time, which may
+#    be an older run's).
 # 2. `moetune tune --retune` at MT_TUNE_POINTS (NAME:M,M ... with the problem
 #    names of gpu-bench-all.sh), MT_TUNE_CANDIDATES GEMM1 tiles per M
 #    (default 3), within the call's time less MT_RETUNE_RESERVE seconds

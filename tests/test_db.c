@@ -524,7 +524,6 @@ static void test_lookup_nearest(void **state)
     mt_db_close(db);
 }
 
-/* Fill a database with kernels and moetune entries at the given times. */
 /* A database at path with an entry per M (times[i] us), recorded at
  * recorded[i] (seconds since the epoch; recorded NULL: now). */
 static void fill_recorded(const char *path, const char *sku, const int64_t *Ms, const double *times,
@@ -551,56 +550,76 @@ static void fill(const char *path, const char *sku, const int64_t *Ms, const dou
     fill_recorded(path, sku, Ms, times, NULL, n, bm);
 }
 
-/* The time of the entry at M in db (-1 when there is none). */
-static double entry_time(mt_db *db, int64_t M)
+/* The time of the entry at M in db (-1 when there is none) and when it
+ * was recorded (recorded may be NULL). */
+static double entry_time(mt_db *db, int64_t M, int64_t *recorded)
 {
     mt_db_key k = make_key(SKU_A, 128, 768);
     mt_db_entry out;
     int exact = 0;
     if (mt_db_lookup(db, &k, M, &out, &exact) != MT_OK || !exact)
         return -1;
+    if (recorded)
+        *recorded = out.recorded;
     return out.time_us;
 }
 
-/* MT_DB_MERGE_NEWER: the entry recorded later wins, slower or not; on the
- * same second the faster; MT_DB_MERGE_FASTER on the same files keeps the
- * lower times. */
+/* MT_DB_MERGE_NEWER: the entry recorded later wins, slower or not; in the
+ * same second the strictly faster; the winner keeps its own date.
+ * MT_DB_MERGE_FASTER on the same files keeps the lower times. */
 static void test_merge_newer(void **state)
 {
     (void)state;
     const char *dir = mt_test_tmpdir("db_merge_newer");
     const char *a = path_in(dir, "a.db"), *a2 = path_in(dir, "a2.db"), *b = path_in(dir, "b.db");
-    /* M=1: b newer and slower; M=2: b older and faster; M=4: b on the
-     * same second and faster; M=8: only in b. */
-    const int64_t ma[] = {1, 2, 4}, mb[] = {1, 2, 4, 8};
-    const double ta[] = {10.0, 5.0, 6.0}, tb[] = {12.0, 4.0, 5.5, 3.0};
-    const int64_t ra[] = {1000, 3000, 2500}, rb[] = {2000, 2000, 2500, 2000};
-    fill_recorded(a, SKU_A, ma, ta, ra, 3, 16);
-    fill_recorded(a2, SKU_A, ma, ta, ra, 3, 16);
-    fill_recorded(b, SKU_A, mb, tb, rb, 4, 16);
+    /* M=1: b newer and slower; M=2: b older and faster; M=4: b in the
+     * same second and faster; M=16: b in the same second and slower;
+     * M=8: only in b. */
+    const int64_t ma[] = {1, 2, 4, 16}, mb[] = {1, 2, 4, 8, 16};
+    const double ta[] = {10.0, 5.0, 6.0, 2.0}, tb[] = {12.0, 4.0, 5.5, 3.0, 2.5};
+    const int64_t ra[] = {1000, 3000, 2500, 2500}, rb[] = {2000, 2000, 2500, 2000, 2500};
+    fill_recorded(a, SKU_A, ma, ta, ra, 4, 16);
+    fill_recorded(a2, SKU_A, ma, ta, ra, 4, 16);
+    fill_recorded(b, SKU_A, mb, tb, rb, 5, 16);
     mt_db *db = open_ok(a, 0);
     mt_db_merge_stats ms;
     assert_int_equal(mt_db_merge_by(db, b, (mt_db_merge_rule)7, &ms), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(mt_db_errmsg(db), "unknown rule 7"));
+    assert_int_equal(ms.entries_kept, 0);
     CHECK_OK(db, mt_db_merge_by(db, b, MT_DB_MERGE_NEWER, &ms));
     assert_int_equal(ms.entries_inserted, 1);
     assert_int_equal(ms.entries_replaced, 2);
-    assert_int_equal(ms.entries_kept, 1);
-    assert_true(entry_time(db, 1) == 12.0);
-    assert_true(entry_time(db, 2) == 5.0);
-    assert_true(entry_time(db, 4) == 5.5);
-    assert_true(entry_time(db, 8) == 3.0);
+    assert_int_equal(ms.entries_kept, 2);
+    const int64_t Ms[] = {1, 2, 4, 8, 16}, want_rec[] = {2000, 3000, 2500, 2000, 2500};
+    const double want_t[] = {12.0, 5.0, 5.5, 3.0, 2.0};
+    for (int i = 0; i < 5; i++) {
+        int64_t rec = 0;
+        assert_true(entry_time(db, Ms[i], &rec) == want_t[i]);
+        assert_int_equal(rec, want_rec[i]);
+    }
     /* The losers stay in the history; merging again changes nothing. */
-    assert_int_equal(count_entries(db, 1), 7);
+    assert_int_equal(count_entries(db, 1), 9);
     CHECK_OK(db, mt_db_merge_by(db, b, MT_DB_MERGE_NEWER, &ms));
     assert_int_equal(ms.entries_inserted + ms.entries_replaced, 0);
     CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
+    /* A date before 1970 is refused. */
+    mt_db_key k = make_key(SKU_A, 128, 768);
+    mt_variant g1 = make_variant("grouped_gemm", 16, 64, 32), g2 = make_variant("grouped_gemm2", 16, 128, 32);
+    mt_db_entry e = make_entry(&k, 1, 1.0, g1.name, g2.name);
+    e.recorded = -5;
+    int64_t prov = make_prov(db, SKU_A, "9.0", "tmplA");
+    assert_int_equal(mt_db_put_entry(db, &e, prov, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(db), "recorded before 1970"));
+    assert_true(entry_time(db, 1, NULL) == 12.0);
     mt_db_close(db);
     db = open_ok(a2, 0);
     CHECK_OK(db, mt_db_merge_by(db, b, MT_DB_MERGE_FASTER, &ms));
-    assert_true(entry_time(db, 1) == 10.0);
-    assert_true(entry_time(db, 2) == 4.0);
-    assert_true(entry_time(db, 4) == 5.5);
+    assert_int_equal(ms.entries_inserted, 1);
+    assert_int_equal(ms.entries_replaced, 2);
+    assert_int_equal(ms.entries_kept, 2);
+    const double want_fast[] = {10.0, 4.0, 5.5, 3.0, 2.0};
+    for (int i = 0; i < 5; i++)
+        assert_true(entry_time(db, Ms[i], NULL) == want_fast[i]);
     mt_db_close(db);
 }
 

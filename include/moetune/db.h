@@ -217,16 +217,20 @@ typedef struct mt_db_entry {
 
 typedef enum mt_db_put_outcome {
     MT_DB_PUT_INSERTED = 0,  /* no entry existed */
-    MT_DB_PUT_REPLACED,      /* the new one won: faster (later, in a MT_DB_MERGE_NEWER merge) */
-    MT_DB_PUT_KEPT           /* the stored one won: as fast or faster (as late or later) */
+    /* The offer won: strictly faster; in an MT_DB_MERGE_NEWER merge
+     * recorded later, or in the same second and strictly faster; always
+     * for mt_db_replace_entry. */
+    MT_DB_PUT_REPLACED,
+    MT_DB_PUT_KEPT           /* the stored one won */
 } mt_db_put_outcome;
 
 /*
  * Offer a result for (e->key, e->M), measured under provenance row
  * provenance_id: it becomes the entry when none exists or when strictly
  * faster than the stored one. Either way it is recorded in the history, so
- * both records survive. e->prov and e->recorded are ignored (recorded: now).
- * outcome may be NULL. One transaction.
+ * both records survive. e->prov is ignored; e->recorded is when it was
+ * measured (unix seconds; 0: now; negative refused). outcome may be NULL.
+ * One transaction.
  */
 mt_status mt_db_put_entry(mt_db *db, const mt_db_entry *e, int64_t provenance_id,
                           mt_db_put_outcome *outcome /* out */);
@@ -391,7 +395,8 @@ typedef enum mt_db_merge_rule {
      * later run that the stored times of earlier runs would outvote: a
      * retune that beat the stored pipeline timed again in its own run
      * (mt_db_replace_entry) stores its own run's times, which may be above
-     * the older run's. */
+     * the older run's. An entry dated ahead of the clock (a machine whose
+     * clock ran ahead) wins every such merge. */
     MT_DB_MERGE_NEWER
 } mt_db_merge_rule;
 
@@ -417,8 +422,8 @@ enum {
 /* Write the whole database as moetune JSON (docs/DATABASE.md) to path
  * ("-": stdout), atomically. */
 mt_status mt_db_export_json(mt_db *db, const char *path, int flags);
-/* Import a moetune JSON file: same rules as merge (a damaged db refused);
- * one transaction. */
+/* Import a moetune JSON file: the rules of mt_db_merge (the lower stored
+ * time wins; a damaged db refused); one transaction. */
 mt_status mt_db_import_json(mt_db *db, const char *path, mt_db_merge_stats *stats /* out */);
 
 /*

@@ -37,6 +37,7 @@ expect 0 "Print the tuned entries" db show --help
 expect 0 "Write the database as moetune JSON" db export --help
 expect 0 "Import moetune JSON exports" db import --help
 expect 0 "one transaction per SRC" db merge --help
+expect 0 "--newer: the entry recorded later wins" db merge --help
 expect 0 "Check SQLite integrity" db verify --help
 expect 0 "Delete the entries of SKU S" db prune --help
 expect 0 "Check every stored kernel against the templates" db refresh --help
@@ -53,6 +54,7 @@ done
 expect 2 "expected a database and at least one file" db import a.db
 expect 2 "expected a destination and at least one source" db merge a.db
 expect 2 "unknown option '--sku'" db merge a.db b.db --sku x
+expect 2 "unknown option '--newer'" db verify a.db --newer
 expect 2 "option '--sku' needs a value" db show a.db --sku
 expect 2 "option '--vllm' needs a value" db export a.db --vllm
 expect 2 "option '-o' needs a value" db export a.db -o
