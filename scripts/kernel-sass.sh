@@ -18,10 +18,15 @@ arch=${MT_SASS_ARCH:-sm_90a}
 [ -x build/moetune ] || { echo "kernel-sass: needs build/moetune (cmake --build build)" >&2; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [ -x "$nvcc" ] || { echo "kernel-sass: needs nvcc (the CUDA toolkit)" >&2; exit 2; }
-command -v cuobjdump >/dev/null || {
-  echo "kernel-sass: needs cuobjdump on PATH (the toolkit's, or the PyPI wheel nvidia-cuda-cuobjdump's)" >&2
-  exit 2
-}
+# cuobjdump -sass runs nvdisasm: both on PATH. Without the toolkit's (this
+# machine's toolkit has neither), the PyPI wheels: pip install --target DIR
+# nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, then DIR/nvidia/cu13/bin on PATH.
+for tool in cuobjdump nvdisasm; do
+  command -v "$tool" >/dev/null || {
+    echo "kernel-sass: needs $tool on PATH (the toolkit's, or the PyPI wheel nvidia-cuda-$tool's)" >&2
+    exit 2
+  }
+done
 if [ -n "${MT_SASS_OUT:-}" ]; then
   work=$MT_SASS_OUT
   mkdir -p "$work"

@@ -10,6 +10,13 @@ executions and sampled stall reasons. No GPU and no Nsight Compute needed.
   ncu-sass.py FILE.csv[.gz] K --min N       kernel K's instructions executed
                                             at least N times (its hot loops),
                                             with samples and the top stall
+  ncu-sass.py FILE.csv[.gz] K --regions NAME=A-B[,NAME=A-B...]
+                                            kernel K's samples in each range of
+                                            instructions A to B (the indices
+                                            --min 0 prints), the rest apart
+
+A warp waiting at a barrier is sampled at the instruction after it, so a
+region of synchronization code should end one instruction past its BAR.
 
 Session 27 (docs/PERFORMANCE.md) found the `sync` tile's copy-source
 arithmetic and write_tile's rolled loop this way.
@@ -96,6 +103,30 @@ def listing(kernel, at_least):
         print(f"{i:5d} {executed:11.0f} {samples:6.0f} {top:16s} {r['Source'].strip()}")
 
 
+def regions(kernel, spec):
+    rows = kernel["rows"]
+    total = sum(number(r["Warp Stall Sampling (All Samples)"]) for r in rows)
+    spans = []
+    for part in spec.split(","):
+        name, _, span = part.partition("=")
+        lo, _, hi = span.partition("-")
+        try:
+            lo, hi = int(lo), int(hi)
+        except ValueError:
+            raise SystemExit(f"ncu-sass: region {part!r} is not NAME=A-B")
+        if not 0 <= lo <= hi < len(rows):
+            raise SystemExit(f"ncu-sass: region {part!r} is not within instructions 0-{len(rows) - 1}")
+        spans.append((name, lo, hi))
+    inside = 0.0
+    for name, lo, hi in spans:
+        picked = rows[lo:hi + 1]
+        samples = sum(number(r["Warp Stall Sampling (All Samples)"]) for r in picked)
+        inside += samples
+        print(f"  {name:16s} {lo:5d}-{hi:<5d} {samples:6.0f} samples {100 * samples / max(total, 1):5.1f} %")
+    print(f"  {'the rest':16s} {'':11s} {total - inside:6.0f} samples "
+          f"{100 * (total - inside) / max(total, 1):5.1f} %")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
@@ -112,6 +143,8 @@ def main(argv):
         return 2
     if len(argv) == 5 and argv[3] == "--min":
         listing(kernel, number(argv[4]))
+    elif len(argv) == 5 and argv[3] == "--regions":
+        regions(kernel, argv[4])
     elif len(argv) == 3:
         summary(kernel)
     else:
