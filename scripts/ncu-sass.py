@@ -15,8 +15,10 @@ executions and sampled stall reasons. No GPU and no Nsight Compute needed.
                                             instructions A to B (the indices
                                             --min 0 prints), the rest apart
 
-A warp waiting at a barrier is sampled at the instruction after it, so a
-region of synchronization code should end one instruction past its BAR.
+A warp waiting at a barrier is sampled at an instruction after the BAR (the
+next one, or a few on, where it next issues: one to six in session 51's
+chained kernels), so a region of synchronization code should reach past its
+BAR to the instruction that holds the barrier samples (--min 0 shows them).
 
 Session 27 (docs/PERFORMANCE.md) found the `sync` tile's copy-source
 arithmetic and write_tile's rolled loop this way.
@@ -116,6 +118,9 @@ def regions(kernel, spec):
             raise SystemExit(f"ncu-sass: region {part!r} is not NAME=A-B")
         if not 0 <= lo <= hi < len(rows):
             raise SystemExit(f"ncu-sass: region {part!r} is not within instructions 0-{len(rows) - 1}")
+        for other, olo, ohi in spans:
+            if lo <= ohi and olo <= hi:
+                raise SystemExit(f"ncu-sass: region {part!r} overlaps region {other!r}")
         spans.append((name, lo, hi))
     inside = 0.0
     for name, lo, hi in spans:

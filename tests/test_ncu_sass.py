@@ -82,7 +82,8 @@ class NcuSass(unittest.TestCase):
         self.assertRegex(out, rf"the rest\s+{rest} samples\s+{100 * rest / total:.1f} %")
 
     def test_bad_regions_refused(self):
-        for spec in ("draw", "draw=a-b", "draw=3-1", f"draw=0-{len(ROWS)}"):
+        for spec in ("draw", "draw=a-b", "draw=3-1", f"draw=0-{len(ROWS)}",
+                     "draw=0-2,tail=2-3", "draw=1-1,tail=0-4"):
             rc, _, err = run(self.csv, "0", "--regions", spec)
             self.assertNotEqual(rc, 0, spec)
             self.assertIn("ncu-sass: region", err, spec)
