@@ -21,6 +21,11 @@ pipeline's time). For the latter it
 also prints each point's ceiling: the fraction of the peak the point reaches
 when it runs at its roofline, below 1 where reading the weights takes longer
 than the products (FLOPs / peak over max(bytes / bandwidth, FLOPs / peak)).
+Then the headroom over the peer (headroom): the geomean speed vs the peer
+with every point at its roofline, and with every point at 0.85 of it (or at
+its present time where that is faster), per problem and over all, and the
+points where the peer runs within 1.1x and 1.3x of the roofline, where no
+pipeline can be 1.1x or 1.3x its speed.
 
 "moetune us" is `tuned_us` when the JSON has it (bench --db: the pipeline
 libmoetune takes from the tuned database), else `best_us` (the fastest
@@ -247,6 +252,53 @@ def targets(pts):
     return out
 
 
+HEADROOM_FACTORS = (1.1, TARGET_GEOMEAN_SPEED)
+
+
+def headroom(pts):
+    """What the peer leaves to win: over the points with a peer time and a
+    roofline, the geomean speed vs the peer at the roofline ("at_roofline":
+    the peer's time over the roofline time) and with each point at
+    TARGET_GEOMEAN_ROOFLINE of its roofline or its present time, whichever
+    is faster ("at_target_fraction"); "under": for each of HEADROOM_FACTORS,
+    the points where the peer's time is below that factor times the
+    roofline; "points": how many points count."""
+    sel = [p for p in pts if p["peer_us"] and p["roofline_us"] and p["us"]]
+    ratio = [p["peer_us"] / p["roofline_us"] for p in sel]
+    return {
+        "points": len(sel),
+        "at_roofline": geomean(ratio),
+        "at_target_fraction": geomean(
+            [p["peer_us"] / min(p["us"], p["roofline_us"] / TARGET_GEOMEAN_ROOFLINE) for p in sel]),
+        "under": {f: sum(1 for r in ratio if r < f) for f in HEADROOM_FACTORS},
+    }
+
+
+def render_headroom(pts, out):
+    problems = []
+    for p in pts:
+        if p["problem"] not in problems:
+            problems.append(p["problem"])
+    rows = [(prob, headroom([p for p in pts if p["problem"] == prob])) for prob in problems]
+    rows = [(prob, h) for prob, h in rows if h["points"]] + [("**overall**", headroom(pts))]
+    if not rows[-1][1]["points"]:
+        return
+    factors = " and ".join("%.1fx" % f for f in HEADROOM_FACTORS)
+    out.write("\nHeadroom over the peer: the geomean speed vs the peer with every point at its "
+              "roofline (the peer's time over the roofline time), and with every point at %.2f "
+              "of its roofline or at its present time, whichever is faster; then the points "
+              "where the peer runs under %s the roofline, where no pipeline can be that much "
+              "faster than the peer.\n\n" % (TARGET_GEOMEAN_ROOFLINE, factors))
+    out.write("| problem | points | at the roofline | at %.2f of it | %s |\n|---|---|---|---|%s\n"
+              % (TARGET_GEOMEAN_ROOFLINE,
+                 " | ".join("peer under %.1fx the roofline" % f for f in HEADROOM_FACTORS),
+                 "---|" * len(HEADROOM_FACTORS)))
+    for prob, h in rows:
+        out.write("| %s | %d | %s | %s | %s |\n" % (
+            prob, h["points"], _f(h["at_roofline"], "%.3fx"), _f(h["at_target_fraction"], "%.3fx"),
+            " | ".join("%d" % h["under"][f] for f in HEADROOM_FACTORS)))
+
+
 def render_targets(pts, out):
     out.write("\n### targets of issue 8\n\n| target | goal | measured | met | short where |\n"
               "|---|---|---|---|---|\n")
@@ -297,6 +349,7 @@ def render(pts, out=None):
     out.write("\n**overall** (%d problems, %d points): %s\n" % (
         len(problems), len(pts), summary_line(summary(pts))))
     render_targets(pts, out)
+    render_headroom(pts, out)
 
 
 def main(argv=None):

@@ -313,6 +313,57 @@ class PerfTable(unittest.TestCase):
         self.assertIn("dsv3-tp8-fp8 M = 2048 %.2f (ceiling %.2f)"
                       % (cmp_us / 600.0, cmp_us / 341.5), out.getvalue())
 
+    def test_headroom_section(self):
+        # Worked out here from the samples and the peer table: per problem
+        # and over all, the peer's time over the roofline (geomean), the
+        # peer's time over min(ours, roofline / 0.85) (geomean), and the
+        # points where the peer is under 1.1x and 1.3x the roofline.
+        peer = peer_table()
+        per = {}
+        for r in sample_rows():
+            prob = EXPECTED_PROBLEM[(r["label"], r.get("quant"), r["N"])]
+            p = peer.get((prob, r["M"]))
+            if not p:
+                continue
+            us = r.get("tuned_us") or r["best_us"]
+            pt = (us, float(p["roofline_us"]), float(p["peer_us"]))
+            per.setdefault(prob, []).append(pt)
+            per.setdefault("**overall**", []).append(pt)
+        section = self.out.split("Headroom over the peer:")[1]
+        rows = {}
+        for line in section.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if line.startswith("| ") and len(cells) == 6 and cells[0] != "problem":
+                rows[cells[0]] = cells
+        self.assertEqual(set(rows), set(per))
+        # The samples have points on both sides of 0.85 of the roofline, so
+        # both arms of the min are taken.
+        fracs = [roof / us for us, roof, _ in per["**overall**"]]
+        self.assertTrue(any(f > 0.85 for f in fracs) and any(f < 0.85 for f in fracs))
+        for name, pts in per.items():
+            cells = rows[name]
+            self.assertEqual(int(cells[1]), len(pts))
+            self.assertAlmostEqual(float(cells[2].rstrip("x")),
+                                   gmean([pe / roof for _, roof, pe in pts]), delta=6e-4)
+            self.assertAlmostEqual(float(cells[3].rstrip("x")),
+                                   gmean([pe / min(us, roof / 0.85) for us, roof, pe in pts]),
+                                   delta=6e-4)
+            self.assertEqual(int(cells[4]), sum(1 for _, roof, pe in pts if pe / roof < 1.1))
+            self.assertEqual(int(cells[5]), sum(1 for _, roof, pe in pts if pe / roof < 1.3))
+
+    def test_headroom_by_hand(self):
+        # Point a: the peer 1.111x the roofline and ours above 0.85 of it;
+        # point b: the peer 3x and ours below; point c has no peer time.
+        pts = [{"problem": "x", "us": 95.0, "roofline_us": 90.0, "peer_us": 100.0},
+               {"problem": "x", "us": 200.0, "roofline_us": 100.0, "peer_us": 300.0},
+               {"problem": "x", "us": 50.0, "roofline_us": 40.0, "peer_us": None}]
+        h = self.pt.headroom(pts)
+        self.assertEqual(h["points"], 2)
+        self.assertAlmostEqual(h["at_roofline"], math.sqrt(100.0 / 90.0 * 3.0))
+        self.assertAlmostEqual(h["at_target_fraction"], math.sqrt(100.0 / 95.0 * 300.0 * 0.85 / 100.0))
+        self.assertEqual(h["under"], {1.1: 0, 1.3: 1})
+        self.assertEqual(self.pt.headroom(pts[2:])["points"], 0)
+
     def test_not_json_is_an_error(self):
         with self.assertRaises(SystemExit):   # a CSV is not JSON lines
             self.pt.main(["--peer", PEER, PEER])
