@@ -208,14 +208,19 @@ class PerfTable(unittest.TestCase):
         self.assertTrue(any(0.97 <= s < 1.0 for s in speeds))
         self.assertTrue(any(s < 0.97 for s in speeds))
 
-    def targets_table(self):
-        section = self.out.split("### targets of issue 8\n")[1]
+    def table_after(self, marker, ncols):
+        """The rows of ncols cells after marker in the output, by first cell
+        (the header row left out)."""
         rows = {}
-        for line in section.splitlines():
+        for line in self.out.split(marker)[1].splitlines():
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and len(cells) == 5 and cells[0] != "target":
+            if line.startswith("| ") and len(cells) == ncols and not line.startswith("|---"):
                 rows[cells[0]] = cells
+        rows.pop(next(iter(rows)))
         return rows
+
+    def targets_table(self):
+        return self.table_after("### targets of issue 8\n", 5)
 
     def test_targets_section(self):
         rows = self.targets_table()
@@ -329,12 +334,7 @@ class PerfTable(unittest.TestCase):
             pt = (us, float(p["roofline_us"]), float(p["peer_us"]))
             per.setdefault(prob, []).append(pt)
             per.setdefault("**overall**", []).append(pt)
-        section = self.out.split("Headroom over the peer:")[1]
-        rows = {}
-        for line in section.splitlines():
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if line.startswith("| ") and len(cells) == 6 and cells[0] != "problem":
-                rows[cells[0]] = cells
+        rows = self.table_after("Headroom over the peer:", 6)
         self.assertEqual(set(rows), set(per))
         # The samples have points on both sides of 0.85 of the roofline, so
         # both arms of the min are taken.
