@@ -287,22 +287,85 @@ static mt_status build_schema(mt_db *db, int target)
     return mt_db__end(db, st);
 }
 
+/* The first column of table's schema in ref (an in-memory database built by
+ * this build's schema) that db's table lacks, into missing ("" when none). */
+static mt_status missing_column(mt_db *db, sqlite3 *ref, const char *table, char *missing,
+                                size_t size)
+{
+    static const char *const sql = "SELECT name FROM pragma_table_info(?1)";
+    missing[0] = '\0';
+    sqlite3_stmt *want = NULL, *have = NULL;
+    mt_status st = MT_OK;
+    if (sqlite3_prepare_v2(ref, sql, -1, &want, NULL) != SQLITE_OK) {
+        st = mt_db__fail(db, MT_ERR_DB, "cannot read this build's schema: %s", sqlite3_errmsg(ref));
+        goto done;
+    }
+    st = mt_db__prepare(db, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", &have);
+    if (st)
+        goto done;
+    sqlite3_bind_text(want, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(have, 1, table, -1, SQLITE_STATIC);
+    while (sqlite3_step(want) == SQLITE_ROW) {
+        const char *col = (const char *)sqlite3_column_text(want, 0);
+        sqlite3_bind_text(have, 2, col, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(have) != SQLITE_ROW) {
+            st = mt_db__fail(db, MT_ERR_DB, "cannot read table '%s': %s", table,
+                             sqlite3_errmsg(db->h));
+            goto done;
+        }
+        const int64_t n = sqlite3_column_int64(have, 0);
+        sqlite3_reset(have);
+        if (n == 0) {
+            mt_strlcpy(missing, col, size);
+            break;
+        }
+    }
+done:
+    sqlite3_finalize(want);
+    sqlite3_finalize(have);
+    return st;
+}
+
+/* Every table of the schema, with every column this build's schema gives
+ * it (a file whose table lost a column would open and then fail in the
+ * first statement that reads it). The reference is the schema itself,
+ * built in memory: version 1 and the migrations, as a new file gets it. */
 static mt_status check_tables(mt_db *db)
 {
-    for (size_t i = 0; i < MT_ARRAY_LEN(required_tables); i++) {
-        char sql[160];
+    sqlite3 *ref = NULL;
+    mt_status st = MT_OK;
+    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK ||
+        sqlite3_exec(ref, mt_db__schema_v1, NULL, NULL, NULL) != SQLITE_OK) {
+        st = mt_db__fail(db, MT_ERR_DB, "cannot build this build's schema in memory: %s",
+                         ref ? sqlite3_errmsg(ref) : "out of memory");
+        goto done;
+    }
+    for (int v = 1; v < MT_DB_SCHEMA_VERSION; v++)
+        if (sqlite3_exec(ref, mt_db__migrations[v - 1], NULL, NULL, NULL) != SQLITE_OK) {
+            st = mt_db__fail(db, MT_ERR_DB, "cannot build this build's schema in memory: %s",
+                             sqlite3_errmsg(ref));
+            goto done;
+        }
+    for (size_t i = 0; i < MT_ARRAY_LEN(required_tables) && !st; i++) {
+        char sql[160], missing[128];
         int64_t n = 0;
         snprintf(sql, sizeof sql,
                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
                  required_tables[i]);
-        mt_status st = pragma_int(db, sql, &n);
-        if (st)
-            return st;
-        if (n != 1)
-            return mt_db__fail(db, MT_ERR_DB, "not a moetune database: table '%s' is missing",
-                               required_tables[i]);
+        st = pragma_int(db, sql, &n);
+        if (!st && n != 1)
+            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database: table '%s' is missing",
+                             required_tables[i]);
+        if (!st)
+            st = missing_column(db, ref, required_tables[i], missing, sizeof missing);
+        if (!st && missing[0])
+            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database of this schema: table '%s' "
+                             "has no column '%s'", required_tables[i], missing);
     }
-    return MT_OK;
+done:
+    sqlite3_close(ref);
+    return st;
 }
 
 static mt_status open_connection(mt_db *db, int flags)
@@ -361,20 +424,30 @@ static mt_status open_connection(mt_db *db, int flags)
                            "schema version %lld is older than %d and the file was opened "
                            "read-only: open it for writing once to migrate it",
                            (long long)uv, MT_DB_SCHEMA_VERSION);
-    if (!readonly) {
-        /* WAL: readers never block the writer and a killed writer leaves
-         * only uncommitted frames behind. FULL: a commit survives power
-         * loss, each result is worth minutes of GPU time. */
-        st = mt_db__exec(db, "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL");
-        if (st)
-            return st;
-    }
+    /* FULL: a commit survives power loss, each result is worth minutes of
+     * GPU time. */
+    if (!readonly && (st = mt_db__exec(db, "PRAGMA synchronous = FULL")))
+        return st;
+    /* A new or migrated schema comes in one transaction, in the file's own
+     * journal mode, so that a failed migration leaves the file as it was. */
     if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
         st = build_schema(db, MT_DB_SCHEMA_VERSION);
         if (st)
             return st;
     }
     st = check_tables(db);
+    /* WAL only once the file is known to be ours and whole (switching
+     * rewrites the file's header, which a refused file must keep): readers
+     * never block the writer and a killed writer leaves only uncommitted
+     * frames behind. */
+    if (!st && !readonly)
+        st = mt_db__exec(db, "PRAGMA journal_mode = WAL");
+    /* A read in WAL mode maps the WAL index, whose shared lock this
+     * connection then holds until it closes: while it is open no other
+     * connection can take the file out of WAL (mt_db_remove_if_empty). */
+    int64_t tables_now = 0;
+    if (!st && !readonly)
+        st = count_tables(db, &tables_now);
     if (!st)
         st = mt_db__exec(db, "PRAGMA foreign_keys = ON");
     return st;

@@ -1179,6 +1179,26 @@ static void test_bad_files(void **state)
     mt_db_close(open_ok(partial, MT_DB_CREATE));
     mt_fix_sql(partial, "DROP TABLE candidate");
     expect_open_fails(partial, 0, MT_ERR_DB, "candidate");
+    /* The same in rollback-journal mode, as the shipped files are: a refused
+     * open leaves the file so, header and all (switching to WAL rewrites it). */
+    const char *partial_del = path_in(dir, "partial-delete.db");
+    mt_db_close(open_ok(partial_del, MT_DB_CREATE));
+    mt_fix_sql(partial_del, "PRAGMA journal_mode = DELETE; DROP TABLE candidate");
+    expect_open_fails(partial_del, 0, MT_ERR_DB, "candidate");
+    assert_int_equal(raw_int(partial_del, "PRAGMA user_version"), MT_DB_SCHEMA_VERSION);
+    /* A table without one of its columns is refused at open, not by the
+     * first statement that reads it. */
+    const char *no_column = path_in(dir, "no-column.db");
+    mt_db_close(open_ok(no_column, MT_DB_CREATE));
+    mt_fix_sql(no_column, "PRAGMA journal_mode = DELETE; ALTER TABLE entry DROP COLUMN rel_err");
+    expect_open_fails(no_column, 0, MT_ERR_DB, "no column 'rel_err'");
+    expect_open_fails(no_column, MT_DB_READONLY, MT_ERR_DB, "no column 'rel_err'");
+    /* A migration that fails (version 1 stamped on the current schema,
+     * whose routing column is there already) leaves the file as it was. */
+    const char *bad_migration = path_in(dir, "bad-migration.db");
+    mt_db_close(open_ok(bad_migration, MT_DB_CREATE));
+    mt_fix_sql(bad_migration, "PRAGMA journal_mode = DELETE; PRAGMA user_version = 1");
+    expect_open_fails(bad_migration, 0, MT_ERR_DB, "migration");
 
     const char *newer = path_in(dir, "newer.db");
     mt_db_close(open_ok(newer, MT_DB_CREATE));
