@@ -1231,6 +1231,40 @@ static void test_devices_and_a_broken_one(void **state)
     o.nonly = 1;
     assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(msg, "every device refused the options"));
+    o.nonly = 0;
+    /* A failure every device reports alike (here a file error) is that
+     * failure, not an internal error. */
+    char io[16];
+    snprintf(io, sizeof io, "%d", (int)MT_ERR_IO);
+    setenv("MT_FAKE_BROKEN_STATUS", io, 1);
+    setenv("MT_FAKE_BROKEN_DEVICE", "0,1,2", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_IO);
+    assert_non_null(strstr(msg, "every device's tuning failed: "));
+    assert_non_null(strstr(msg, mt_status_str(MT_ERR_IO)));
+    unsetenv("MT_FAKE_BROKEN_STATUS");
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+}
+
+/* A worker that fails outside any candidate with a status of its own (a
+ * database or file error) ends the run with that status at once; only a
+ * failure it could not report is tried again and called internal. */
+static void test_worker_failure_keeps_its_status(void **state)
+{
+    (void)state;
+    char path[600], msg[1024], io[16];
+    snprintf(path, sizeof path, "%s/worker.db", mt_test_tmpdir("tune-worker-status"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 1;
+    snprintf(io, sizeof io, "%d", (int)MT_ERR_IO);
+    setenv("MT_FAKE_BROKEN_STATUS", io, 1);
+    setenv("MT_FAKE_BROKEN_DEVICE", "0", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_ERR_IO);
+    assert_non_null(strstr(msg, "failed outside any candidate"));
+    assert_int_equal(s.worker_restarts, 0);
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+    unsetenv("MT_FAKE_BROKEN_STATUS");
 }
 
 /* A damaged database is refused before any candidate is timed, with a
@@ -1341,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_run_end_to_end),
         cmocka_unit_test(test_fault_and_hang_are_isolated),
+        cmocka_unit_test(test_worker_failure_keeps_its_status),
         cmocka_unit_test(test_resume_after_kill),
         cmocka_unit_test(test_param_filter),
         cmocka_unit_test(test_param_filter_per_gemm),

@@ -223,11 +223,16 @@ static void fake_destroy(void *self) { free(self); }
 
 mt_status mt_tune_backend_fake(int device, mt_tune_backend *out, char *msg, size_t msg_size)
 {
-    /* MT_FAKE_BROKEN_DEVICE: a comma-separated list of broken devices. */
+    /* MT_FAKE_BROKEN_DEVICE: a comma-separated list of broken devices;
+     * MT_FAKE_BROKEN_STATUS: the status number they fail with (default
+     * MT_ERR_NO_DEVICE). */
+    const char *bs = getenv("MT_FAKE_BROKEN_STATUS");
+    const int broken = bs && atoi(bs) > 0 && atoi(bs) < MT_STATUS_COUNT_ ? atoi(bs)
+                                                                         : MT_ERR_NO_DEVICE;
     for (const char *b = getenv("MT_FAKE_BROKEN_DEVICE"); b && *b; b += strcspn(b, ","),
                     b += *b == ',')
         if (atoi(b) == device)
-            return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "fake device %d is broken", device);
+            return mt_errf(msg, msg_size, (mt_status)broken, "fake device %d is broken", device);
     fake *f = calloc(1, sizeof *f);
     if (!f)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory");

@@ -30,6 +30,29 @@ void mt_tune_default_ms(mt_tune_opts *o)
     memcpy(o->Ms, ms, sizeof ms);
 }
 
+/* A tuning process (a worker, or the supervisor of one device) exits 0 on
+ * success, else EXIT_STATUS_BASE + its status, which its parent reads back
+ * with exit_status: a database or file error stays one, not a bug. */
+#define EXIT_STATUS_BASE 16
+
+static int exit_code_of(mt_status st) { return st == MT_OK ? 0 : EXIT_STATUS_BASE + (int)st; }
+
+/* The status a child's wait status carries; MT_ERR_INTERNAL for a child
+ * killed by a signal or exiting with a code no tuning process uses. */
+static mt_status exit_status(int status)
+{
+    if (!WIFEXITED(status))
+        return MT_ERR_INTERNAL;
+    const int code = WEXITSTATUS(status);
+    if (code == 0)
+        return MT_OK;
+    if (code > EXIT_STATUS_BASE && code < EXIT_STATUS_BASE + MT_STATUS_COUNT_)
+        return (mt_status)(code - EXIT_STATUS_BASE);
+    return MT_ERR_INTERNAL;
+}
+
+static int needs_gpu(mt_status st) { return st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE; }
+
 /* Record the candidate in flight as rejected (the worker cannot). */
 static mt_status reject_in_flight(const mt_tune_opts *o, const char *sku, int64_t M,
                                   const char *cand, const char *reason, char *msg,
@@ -104,8 +127,7 @@ static int supervise(const mt_tune_opts *o, watch *w, int *timed_out, char *msg,
         if (st)
             fprintf(stderr, "moetune tune: worker: %s: %s\n", mt_status_str(st), wmsg);
         fflush(NULL);
-        _exit(st == MT_OK ? 0 : st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE ? 3
-                              : st == MT_ERR_INVALID_ARG ? 2 : 1);
+        _exit(exit_code_of(st));
     }
     close(fds[1]);
     const double limit = o->candidate_timeout_s > 0 ? o->candidate_timeout_s : 30.0;
@@ -183,16 +205,22 @@ static mt_status run_one_device(const mt_tune_opts *o, char *sku, size_t sku_siz
         mt_strlcpy(sku, w.sku, sku_size);
         if (status == -2)
             return MT_ERR_IO;
-        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        const mt_status ws = timed_out ? MT_ERR_INTERNAL : exit_status(status);
+        if (!timed_out && ws == MT_OK)
             return MT_OK;
-        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 3)
-            return mt_errf(msg, msg_size, MT_ERR_NO_DEVICE,
+        if (!timed_out && needs_gpu(ws))
+            return mt_errf(msg, msg_size, ws,
                            "tuning needs a GPU and the CUDA driver (see the worker's message)");
-        if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2)
-            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG,
+        if (!timed_out && ws == MT_ERR_INVALID_ARG)
+            return mt_errf(msg, msg_size, ws,
                            "the options do not fit this problem (see the worker's message)");
         if (!w.in_flight) {
-            /* Died outside a candidate: a real failure, not a bad kernel. */
+            /* Failed outside a candidate: not a bad kernel. A failure the
+             * worker reported (the database, a file, a template) is its
+             * own; one it could not report is tried once more. */
+            if (!timed_out && ws != MT_ERR_INTERNAL)
+                return mt_errf(msg, msg_size, ws, "the tuning worker failed outside any "
+                               "candidate: %s (see its message above)", mt_status_str(ws));
             if (++attempts_without_progress >= 2)
                 return mt_errf(msg, msg_size, MT_ERR_INTERNAL,
                                "the tuning worker failed twice outside any candidate "
@@ -253,10 +281,7 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
                 fprintf(stderr, "moetune tune: device %d: %s: %s\n", sub.device,
                         mt_status_str(cst), m);
             dprintf(p[1], "%s\n%d\n", sku, restarts);
-            _exit(cst == MT_ERR_NO_DRIVER || cst == MT_ERR_NO_DEVICE ? 3
-                  : cst == MT_ERR_INVALID_ARG                         ? 2
-                  : cst                                               ? 1
-                                                                      : 0);
+            _exit(exit_code_of(cst));
         }
         close(p[1]);
         if (pid < 0) {
@@ -267,6 +292,8 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         fds[started++] = p[0];
     }
     int failed = 0, no_gpu = 0, invalid = 0;
+    mt_status first = MT_OK;   /* the first device's failure */
+    int same = 1;              /* every failed device failed with it */
     for (int i = 0; i < started; i++) {
         char buf[256] = "";
         ssize_t n = read(fds[i], buf, sizeof buf - 1);
@@ -282,9 +309,12 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         int status = 0;
         while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
             ;
-        failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        no_gpu += WIFEXITED(status) && WEXITSTATUS(status) == 3;
-        invalid += WIFEXITED(status) && WEXITSTATUS(status) == 2;
+        const mt_status ds = exit_status(status);
+        if (ds && !failed++)
+            first = ds;
+        same &= ds == MT_OK || ds == first;
+        no_gpu += needs_gpu(ds);
+        invalid += ds == MT_ERR_INVALID_ARG;
     }
     if (no_gpu == started && started > 0)
         st = mt_errf(msg, msg_size, MT_ERR_NO_DEVICE, "none of the %d devices could "
@@ -293,7 +323,9 @@ static mt_status run_devices(const mt_tune_opts *o, mt_tune_summary *s, char *ms
         st = mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "every device refused the options "
                      "(their messages are above)");
     else if (failed == started && started > 0)
-        st = mt_errf(msg, msg_size, MT_ERR_INTERNAL, "every device's tuning failed");
+        st = mt_errf(msg, msg_size, same ? first : MT_ERR_INTERNAL,
+                     "every device's tuning failed%s%s (their messages are above)",
+                     same ? ": " : "", same ? mt_status_str(first) : "");
     return st;
 }
 
