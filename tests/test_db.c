@@ -1146,6 +1146,15 @@ static void expect_open_fails(const char *path, int flags, mt_status want, const
     }
 }
 
+/* A new database at dir/name with sql run on it afterwards; its path. */
+static const char *damaged(const char *dir, const char *name, const char *sql)
+{
+    const char *path = path_in(dir, name);
+    mt_db_close(open_ok(path, MT_DB_CREATE));
+    mt_fix_sql(path, sql);
+    return path;
+}
+
 static void test_bad_files(void **state)
 {
     (void)state;
@@ -1175,34 +1184,27 @@ static void test_bad_files(void **state)
     expect_open_fails(other_app, 0, MT_ERR_DB, "application_id");
 
     /* Ours but with a table dropped. */
-    const char *partial = path_in(dir, "partial.db");
-    mt_db_close(open_ok(partial, MT_DB_CREATE));
-    mt_fix_sql(partial, "DROP TABLE candidate");
+    const char *partial = damaged(dir, "partial.db", "DROP TABLE candidate");
     expect_open_fails(partial, 0, MT_ERR_DB, "candidate");
     /* The same in rollback-journal mode, as the shipped files are: a refused
      * open leaves the file so, header and all (switching to WAL rewrites it). */
-    const char *partial_del = path_in(dir, "partial-delete.db");
-    mt_db_close(open_ok(partial_del, MT_DB_CREATE));
-    mt_fix_sql(partial_del, "PRAGMA journal_mode = DELETE; DROP TABLE candidate");
+    const char *partial_del = damaged(dir, "partial-delete.db",
+                                      "PRAGMA journal_mode = DELETE; DROP TABLE candidate");
     expect_open_fails(partial_del, 0, MT_ERR_DB, "candidate");
     assert_int_equal(raw_int(partial_del, "PRAGMA user_version"), MT_DB_SCHEMA_VERSION);
     /* A table without one of its columns is refused at open, not by the
      * first statement that reads it. */
-    const char *no_column = path_in(dir, "no-column.db");
-    mt_db_close(open_ok(no_column, MT_DB_CREATE));
-    mt_fix_sql(no_column, "PRAGMA journal_mode = DELETE; ALTER TABLE entry DROP COLUMN rel_err");
+    const char *no_column = damaged(dir, "no-column.db", "PRAGMA journal_mode = DELETE; "
+                                                         "ALTER TABLE entry DROP COLUMN rel_err");
     expect_open_fails(no_column, 0, MT_ERR_DB, "no column 'rel_err'");
     expect_open_fails(no_column, MT_DB_READONLY, MT_ERR_DB, "no column 'rel_err'");
     /* A migration that fails (version 1 stamped on the current schema,
      * whose routing column is there already) leaves the file as it was. */
-    const char *bad_migration = path_in(dir, "bad-migration.db");
-    mt_db_close(open_ok(bad_migration, MT_DB_CREATE));
-    mt_fix_sql(bad_migration, "PRAGMA journal_mode = DELETE; PRAGMA user_version = 1");
+    const char *bad_migration = damaged(dir, "bad-migration.db",
+                                        "PRAGMA journal_mode = DELETE; PRAGMA user_version = 1");
     expect_open_fails(bad_migration, 0, MT_ERR_DB, "migration");
 
-    const char *newer = path_in(dir, "newer.db");
-    mt_db_close(open_ok(newer, MT_DB_CREATE));
-    mt_fix_sql(newer, "PRAGMA user_version = 99");
+    const char *newer = damaged(dir, "newer.db", "PRAGMA user_version = 99");
     expect_open_fails(newer, 0, MT_ERR_DB, "newer");
     expect_open_fails(newer, MT_DB_READONLY, MT_ERR_DB, "newer");
 
