@@ -93,6 +93,11 @@ static int add_param(gen_args *a, const char *name, const char *value)
     }
     char *t = a->param_text[a->filter.nparams];
     if (!value) {   /* NAME=VALUE */
+        if (strlen(name) >= sizeof a->param_text[0]) {
+            fprintf(stderr, "moetune gen: --param '%.40s...' is too long (at most %zu "
+                            "characters)\n", name, sizeof a->param_text[0] - 1);
+            return 0;
+        }
         mt_strlcpy(t, name, sizeof a->param_text[0]);
         char *eq = strchr(t, '=');
         if (!eq || eq == t || !eq[1]) {

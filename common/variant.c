@@ -166,7 +166,11 @@ static mt_status parse_int_field(const char *val, int *out)
 
 mt_status mt_variant_parse(const char *text, mt_variant *v, char *msg, size_t msg_size)
 {
+    if (!v)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "no variant to parse into");
     memset(v, 0, sizeof *v);
+    if (!text)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "no variant text given");
     size_t len = strlen(text);
     char *copy = malloc(len + 1);
     if (!copy)

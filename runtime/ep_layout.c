@@ -59,7 +59,9 @@ mt_status mt_ep_inner_map(int64_t E, int world, int rank, int32_t *map)
 mt_status mt_ep_route_counts(const int32_t *topk_ids, int64_t M, int64_t topk, int64_t E,
                              int world, int64_t *counts)
 {
-    if (!counts || (M > 0 && !topk_ids) || M < 0 || topk < 1 || !args_ok(E, world, 0))
+    /* The problem's own bounds (mt_problem_validate): M * topk ids fit. */
+    if (!counts || (M > 0 && !topk_ids) || M < 0 || M > MT_MAX_TOKENS || topk < 1 || topk > E ||
+        !args_ok(E, world, 0))
         return MT_ERR_INVALID_ARG;
     memset(counts, 0, (size_t)world * sizeof *counts);
     for (int64_t t = 0; t < M; t++) {

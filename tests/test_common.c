@@ -55,6 +55,9 @@ static void test_variant_roundtrip(void **state)
     assert_memory_equal(&v, &w, sizeof v);
     assert_int_equal(mt_variant_parse("family=x;bogus", &w, msg, sizeof msg), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(msg, "bogus"));
+    assert_int_equal(mt_variant_parse(NULL, &w, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "no variant text"));
+    assert_int_equal(mt_variant_parse(text, NULL, msg, sizeof msg), MT_ERR_INVALID_ARG);
 }
 
 static void test_driver_absent_is_a_status(void **state)

@@ -142,6 +142,11 @@ static void test_route_counts(void **state)
     assert_int_equal(mt_ep_route_counts(NULL, 4, 2, 8, 2, c), MT_ERR_INVALID_ARG);
     assert_int_equal(mt_ep_route_counts(ids, 0, 2, 8, 2, c), MT_OK);
     assert_int_equal(c[0] + c[1], 0);
+    /* The problem's bounds: topk <= E, M <= MT_MAX_TOKENS (a larger M * topk
+     * once indexed past the ids). */
+    assert_int_equal(mt_ep_route_counts(ids, 1, 9, 8, 2, c), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_ep_route_counts(ids, INT64_MAX / 2 + 1, 2, 8, 2, c), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_ep_route_counts(ids, MT_MAX_TOKENS + 1, 2, 8, 2, c), MT_ERR_INVALID_ARG);
     free(ids);
 }
 

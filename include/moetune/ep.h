@@ -53,7 +53,8 @@ mt_status mt_ep_expert_map(int64_t E, int world, int rank, int32_t *map /* out [
 
 /* How many tokens of topk_ids [M, topk] (host) this rank sends to each
  * peer: a token goes once to every rank owning at least one of its
- * experts; ids outside [0, E) are ignored. counts: host [world]. */
+ * experts; ids outside [0, E) are ignored. counts: host [world]. M in
+ * [0, MT_MAX_TOKENS] and topk in [1, E], as for a problem. */
 mt_status mt_ep_route_counts(const int32_t *topk_ids, int64_t M, int64_t topk, int64_t E,
                              int world, int64_t *counts /* out [world] */);
 
