@@ -88,14 +88,38 @@ fail:
     return st;
 }
 
+static int ok_time(double t) { return isfinite(t) && t >= 0; }
+
+/* What is wrong with a record of the entry table or its history, NULL when
+ * nothing. The default may have failed its check: then it has no time. A
+ * winner's own time was measured: above zero (one of 0 would win every
+ * later comparison). A date ahead of this clock is taken as it comes (a
+ * file from a machine whose clock runs ahead must still merge), though it
+ * wins every later merge by MT_DB_MERGE_NEWER. */
+static const char *entry_problem(const mt_db_entry *e)
+{
+    return !e->key.sku[0]                              ? "no SKU"
+           : e->M < 1 || e->M > MT_MAX_TOKENS          ? "M outside [1, 2^20]"
+           : !e->pipeline.backend[0]                   ? "no backend"
+           : !(ok_time(e->time_us) && e->time_us > 0)  ? "time_us missing or not above 0"
+           : !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME)
+               ? "default_time_us negative or not finite"
+           : !ok_time(e->rel_err)                      ? "rel_err negative or not finite"
+           : !isfinite(e->cublas_time_us)              ? "cublas_time_us not finite"
+           : e->recorded < 0                           ? "recorded before 1970"
+                                                       : NULL;
+}
+
 mt_status mt_db__put_history(mt_db *db, const mt_db_entry *e, int64_t key_id,
                              int64_t provenance_id)
 {
+    const char *bad = entry_problem(e);
+    if (bad)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "history record %s M=%lld: %s", e->key.sku,
+                           (long long)e->M, bad);
     return exec_values(db, "INSERT OR IGNORE INTO entry_history (" VALUE_COLS ") VALUES ("
                        VALUE_PARAMS ")", e, key_id, provenance_id, "record entry history");
 }
-
-static int ok_time(double t) { return isfinite(t) && t >= 0; }
 
 mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *offer, int64_t provenance_id,
                              mt_db__put_rule rule, mt_db_put_outcome *outcome)
@@ -108,21 +132,7 @@ mt_status mt_db__offer_entry(mt_db *db, const mt_db_entry *offer, int64_t proven
     if (!dated.recorded)
         dated.recorded = (int64_t)time(NULL);
     const mt_db_entry *e = &dated;
-    /* The default may have failed its check: then it has no time. A
-     * winner's own time was measured: above zero (one of 0 would win every
-     * later comparison). A date ahead of this clock is taken as it comes
-     * (a file from a machine whose clock runs ahead must still merge), though
-     * it wins every later merge by MT_DB_MERGE_NEWER. */
-    const char *bad = !e->key.sku[0]                              ? "no SKU"
-                      : e->M < 1 || e->M > MT_MAX_TOKENS          ? "M outside [1, 2^20]"
-                      : !e->pipeline.backend[0]                   ? "no backend"
-                      : !(ok_time(e->time_us) && e->time_us > 0)  ? "time_us missing or not above 0"
-                      : !(ok_time(e->default_time_us) || e->default_time_us == MT_DB_NO_TIME)
-                          ? "default_time_us negative or not finite"
-                      : !ok_time(e->rel_err)                      ? "rel_err negative or not finite"
-                      : !isfinite(e->cublas_time_us)              ? "cublas_time_us not finite"
-                      : e->recorded < 0                           ? "recorded before 1970"
-                                                                  : NULL;
+    const char *bad = entry_problem(e);
     if (bad)
         return mt_db__fail(db, MT_ERR_INVALID_ARG, "entry %s M=%lld: %s", e->key.sku,
                            (long long)e->M, bad);

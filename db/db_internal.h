@@ -55,8 +55,14 @@ int mt_db__bind_text(sqlite3_stmt *s, int i, const char *text);
 /* Copy a text column into a fixed buffer (NULL column: ""). */
 void mt_db__col_text(sqlite3_stmt *s, int i, char *out, size_t size);
 
-/* Row id of the problem key (without SKU); create it when create != 0,
- * else *id = 0 when absent. */
+/* A key names a problem moetune can run: that problem at one token (all
+ * experts local, batched rows of one) passes mt_problem_validate; its
+ * message in msg. Every new problem_key row is checked so (mt_db__key_id),
+ * and mt_db_verify checks the stored ones. */
+mt_status mt_db__key_check(const mt_db_key *k, char *msg, size_t msg_size);
+/* Row id of the problem key (without SKU); create it when create != 0 (a
+ * key mt_db__key_check refuses is MT_ERR_INVALID_ARG), else *id = 0 when
+ * absent. */
 mt_status mt_db__key_id(mt_db *db, const mt_db_key *k, int create, int64_t *id);
 /* Where a query over problem_key k fills a key (columns k.E ... k.routing). */
 #define MT_DB_KEY_COLS                                                                   \

@@ -318,6 +318,22 @@ static int bind_key(sqlite3_stmt *s, int i, const mt_db_key *k)
     return rc ? SQLITE_ERROR : SQLITE_OK;
 }
 
+mt_status mt_db__key_check(const mt_db_key *k, char *msg, size_t msg_size)
+{
+    mt_problem p;
+    mt_problem_init(&p, 1, k->E, k->topk, k->K, k->N);
+    p.dtype = k->dtype;
+    p.quant.mode = k->quant;
+    p.quant.group_size = k->group_size;
+    p.quant.has_zero_point = k->has_zero_point;
+    p.format = k->format;
+    p.activation = k->activation;
+    p.has_expert_map = k->has_expert_map;
+    p.apply_router_weight_on_input = k->apply_router_weight_on_input;
+    p.max_tokens = 1;
+    return mt_problem_validate(&p, msg, msg_size);
+}
+
 mt_status mt_db__key_id(mt_db *db, const mt_db_key *k, int create, int64_t *id)
 {
     static const char *const find =
@@ -339,6 +355,13 @@ mt_status mt_db__key_id(mt_db *db, const mt_db_key *k, int create, int64_t *id)
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(s, 0);
     } else if (create) {
+        char why[256], text[512];
+        if (mt_db__key_check(k, why, sizeof why) != MT_OK) {
+            if (mt_db_key_format(k, text, sizeof text) != MT_OK)
+                mt_strlcpy(text, "(unprintable)", sizeof text);
+            st = mt_db__fail(db, MT_ERR_INVALID_ARG, "problem key %s: %s", text, why);
+            goto fail;
+        }
         sqlite3_finalize(s);
         st = mt_db__prepare(db, insert, &s);
         if (st)

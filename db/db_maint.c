@@ -132,6 +132,41 @@ fail:
     return st;
 }
 
+/* Each problem key names a problem moetune can run (mt_db__key_check): a
+ * key with a name this build does not know, or out of range, was not
+ * written by moetune. */
+static mt_status verify_keys(verify_ctx *v)
+{
+    mt_db *db = v->db;
+    sqlite3_stmt *s = NULL;
+    mt_status st = mt_db__prepare(db, "SELECT k.id, " MT_DB_KEY_COLS " FROM problem_key k "
+                                      "ORDER BY k.id", &s);
+    if (st)
+        return st;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        mt_db_key key;
+        memset(&key, 0, sizeof key);
+        char why[256], text[512], line[1400];
+        const long long id = sqlite3_column_int64(s, 0);
+        if (mt_db__read_key(db, s, 1, &key) != MT_OK) {
+            snprintf(line, sizeof line, "problem key %lld: %.1000s", id, db->err);
+            problem(v, line);
+            continue;
+        }
+        if (mt_db__key_check(&key, why, sizeof why) != MT_OK) {
+            if (mt_db_key_format(&key, text, sizeof text) != MT_OK)
+                mt_strlcpy(text, "(unprintable)", sizeof text);
+            snprintf(line, sizeof line, "%s: problem key %lld (%s): %s", db->path, id, text, why);
+            problem(v, line);
+        }
+    }
+    DB_CHECK(db, rc, "list problem keys");
+fail:
+    sqlite3_finalize(s);
+    return st;
+}
+
 /* The SQLite level: the b-trees, the indexes against their tables, the
  * references between tables. */
 static mt_status verify_storage(verify_ctx *v)
@@ -208,6 +243,8 @@ mt_status mt_db_verify(mt_db *db, void (*report)(const char *problem, void *ctx)
     }
     if (!st && mt_db_foreach_kernel(db, 1, verify_kernel, &v))
         problem(&v, db->err);   /* a row that cannot even be read */
+    if (!st && verify_keys(&v))
+        problem(&v, db->err);
     if (!st && verify_entries(&v))
         problem(&v, db->err);
     return verify_result(&v, st, problems);

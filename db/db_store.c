@@ -325,6 +325,10 @@ mt_status mt_db_record_candidate(mt_db *db, const mt_db_candidate *c)
     if (!db || !c || !c->pipeline || !c->key.sku[0])
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "record_candidate: missing SKU or pipeline")
                   : MT_ERR_INVALID_ARG;
+    if (c->M < 1 || c->M > MT_MAX_TOKENS || c->recorded < 0)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "candidate %s M=%lld: %s", c->key.sku,
+                           (long long)c->M, c->recorded < 0 ? "recorded before 1970"
+                                                            : "M outside [1, 2^20]");
     mt_status st = mt_db__begin(db);
     if (st)
         return st;
@@ -462,6 +466,10 @@ mt_status mt_db_put_vllm_config(mt_db *db, const mt_db_vllm_config *c)
     if (!db || !c || !c->device[0])
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "put_vllm_config: no device")
                   : MT_ERR_INVALID_ARG;
+    if (c->E < 1 || c->N < 1 || c->M < 1)
+        return mt_db__fail(db, MT_ERR_INVALID_ARG, "reference config %s E=%lld N=%lld M=%lld: "
+                           "E, N and M must be at least 1", c->device, (long long)c->E,
+                           (long long)c->N, (long long)c->M);
     mt_status st = mt_db__begin(db);
     if (st)
         return st;

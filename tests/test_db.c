@@ -919,6 +919,14 @@ static void test_import_refuses_what_cannot_run(void **state)
     const double ts[] = {10.0, 5.0};
     fill(a, SKU_A, ms, ts, 2, 16);
     mt_db *db = open_ok(a, 0);
+    /* A candidate and a reference config, so that every section has a row. */
+    mt_db_candidate cand = {.key = make_key(SKU_A, 128, 768), .M = 4, .pipeline = "p", .ok = 1,
+                            .time_us = 3.0, .rel_err = MT_DB_NO_TIME};
+    CHECK_OK(db, mt_db_record_candidate(db, &cand));
+    mt_db_vllm_config ref = {.device = "NVIDIA_H200", .E = 128, .N = 768, .M = 4, .block_m = 16,
+                             .block_n = 64, .block_k = 128, .group_m = 1, .num_warps = 4,
+                             .num_stages = 3};
+    CHECK_OK(db, mt_db_put_vllm_config(db, &ref));
     CHECK_OK(db, mt_db_export_json(db, path_in(dir, "full.json"), MT_DB_JSON_IMAGES | MT_DB_JSON_PRETTY));
     char *want = snapshot_db(db);
     mt_db_close(db);
@@ -929,6 +937,17 @@ static void test_import_refuses_what_cannot_run(void **state)
          "entries[0]: entry NVIDIA H200 M=1: time_us missing or not above 0"},
         {"\"entries\"", "\"M\": ", "\"M\": 1099511627776, \"was_M\": ", "M outside [1, 2^20]"},
         {"\"kernels\"", "extern", "extErn", "source does not match its SHA-256"},
+        /* Keys and records no problem could have: every section checks them. */
+        {"\"entries\"", "\"key\": \"E=", "\"key\": \"E=-", "problem key E=-128,"},
+        {"\"entries\"", "topk=8,", "topk=200,", "topk=200 exceeds E=128"},
+        {"\"history\"", "\"key\": \"E=128,topk=8,K=2048", "\"key\": \"E=128,topk=8,K=2047",
+         "K=2047 must be a multiple of 8"},
+        {"\"history\"", "\"M\": ", "\"M\": -7, \"was_M\": ",
+         "history record NVIDIA H200 M=-7: M outside [1, 2^20]"},
+        {"\"candidates\"", "topk=8,", "topk=0,", "topk=0 must be >= 1"},
+        {"\"candidates\"", "\"M\": ", "\"M\": -1, \"was_M\": ", "candidate NVIDIA H200 M=-1"},
+        {"\"references\"", "\"M\": ", "\"M\": -3, \"was_M\": ",
+         "E, N and M must be at least 1"},
     };
     char msg[256];
     for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
@@ -978,6 +997,42 @@ static void test_import_refuses_what_cannot_run(void **state)
 /* An export never writes over the database it reads, under any of its
  * names (its path, another spelling of it, a link to it) or over its
  * -wal/-shm/-journal files; the file is as it was. */
+/* Problem keys written past moetune/db.h that name no problem moetune can
+ * run (a topk above E, a dtype it does not know): verify reports them, a
+ * merge refuses them and leaves its destination as it was. */
+static void test_bad_keys_in_a_file(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_bad_keys");
+    char a[1024];   /* path_in's buffers are reused */
+    mt_strlcpy(a, path_in(dir, "a.db"), sizeof a);
+    const int64_t ms[] = {1};
+    const double ts[] = {10.0};
+    fill(a, SKU_A, ms, ts, 1, 16);
+    mt_db *db = open_ok(a, MT_DB_READONLY);
+    CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
+    mt_db_close(db);
+    mt_fix_sql(a, "UPDATE problem_key SET topk = 300");
+    db = open_ok(a, MT_DB_READONLY);
+    int problems = 0;
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_ERR_DB);
+    assert_int_equal(problems, 1);
+    assert_non_null(strstr(mt_db_errmsg(db), "topk=300 exceeds E=128"));
+    mt_db_close(db);
+    mt_db *d = open_ok(path_in(dir, "m.db"), MT_DB_CREATE);
+    mt_db_merge_stats st;
+    assert_int_equal(mt_db_merge(d, a, &st), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_db_errmsg(d), "topk=300 exceeds E=128"));
+    assert_int_equal(count_entries(d, 0), 0);
+    assert_int_equal(count_entries(d, 1), 0);
+    mt_db_close(d);
+    mt_fix_sql(a, "UPDATE problem_key SET topk = 8, dtype = 'bogus'");
+    db = open_ok(a, MT_DB_READONLY);
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "unknown name (bogus/"));
+    mt_db_close(db);
+}
+
 static void test_export_not_onto_itself(void **state)
 {
     (void)state;
@@ -1457,6 +1512,7 @@ int main(void)
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_import_refuses_what_cannot_run),
+        cmocka_unit_test(test_bad_keys_in_a_file),
         cmocka_unit_test(test_export_not_onto_itself),
         cmocka_unit_test(test_vllm_layout),
         cmocka_unit_test(test_shipped_name),
