@@ -14,7 +14,7 @@ if [[ "$name" == "NVIDIA H200"* ]]; then
   exec bash docs/measurements/2026-12-06-s49/device-next.sh
 fi
 . scripts/gpu-call.sh
-MT_STEP_TESTS=gpu_runtime MT_TEST_TIMEOUT=150 scripts/gpu-steps.sh tests
+MT_STEP_TESTS=gpu_runtime: MT_TEST_TIMEOUT=150 scripts/gpu-steps.sh tests
 MT_SHIPPED_DB=db/tuned/nvidia-h200.db timeout 150 .gpu/bin/gpu_runtime >"$out/runtime-h200-file.log" 2>&1
 echo "== gpu_runtime on the H200's file: exit $?; $(grep -E 'FAIL|checks,' "$out/runtime-h200-file.log" | tail -3 | tr '\n' ' ')"
 timeout $(( $(left) - 20 )) .gpu/bin/moetune tune --preset qwen3-30b-a3b --M 1,64 --max-candidates 2 \
