@@ -7,6 +7,7 @@
 #include "db/db_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,6 @@
 /* Two tuner processes may write one file: a writer waits this long for
  * the other's transaction before giving up. */
 #define DB_BUSY_TIMEOUT_MS 60000
-
-static const char *const required_tables[] = {
-    "provenance", "kernel", "problem_key", "entry", "entry_history", "candidate",
-    "reference_config",
-};
 
 mt_status mt_db__fail(mt_db *db, mt_status st, const char *fmt, ...)
 {
@@ -287,84 +283,82 @@ static mt_status build_schema(mt_db *db, int target)
     return mt_db__end(db, st);
 }
 
-/* The first column of table's schema in ref (an in-memory database built by
- * this build's schema) that db's table lacks, into missing ("" when none). */
-static mt_status missing_column(mt_db *db, sqlite3 *ref, const char *table, char *missing,
-                                size_t size)
+/* Every column of every table in h, one "\ntable.column" line each, and a
+ * closing "\n" (so that "\nT.C\n" finds a column and "\nT." a table). */
+static int schema_columns(sqlite3 *h, mt_buf *out)
 {
-    static const char *const sql = "SELECT name FROM pragma_table_info(?1)";
-    missing[0] = '\0';
-    sqlite3_stmt *want = NULL, *have = NULL;
-    mt_status st = MT_OK;
-    if (sqlite3_prepare_v2(ref, sql, -1, &want, NULL) != SQLITE_OK) {
-        st = mt_db__fail(db, MT_ERR_DB, "cannot read this build's schema: %s", sqlite3_errmsg(ref));
-        goto done;
-    }
-    st = mt_db__prepare(db, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", &have);
-    if (st)
-        goto done;
-    sqlite3_bind_text(want, 1, table, -1, SQLITE_STATIC);
-    sqlite3_bind_text(have, 1, table, -1, SQLITE_STATIC);
-    while (sqlite3_step(want) == SQLITE_ROW) {
-        const char *col = (const char *)sqlite3_column_text(want, 0);
-        sqlite3_bind_text(have, 2, col, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(have) != SQLITE_ROW) {
-            st = mt_db__fail(db, MT_ERR_DB, "cannot read table '%s': %s", table,
-                             sqlite3_errmsg(db->h));
-            goto done;
-        }
-        const int64_t n = sqlite3_column_int64(have, 0);
-        sqlite3_reset(have);
-        if (n == 0) {
-            mt_strlcpy(missing, col, size);
-            break;
-        }
-    }
-done:
-    sqlite3_finalize(want);
-    sqlite3_finalize(have);
-    return st;
+    sqlite3_stmt *s = NULL;
+    if (sqlite3_prepare_v2(h, "SELECT m.name, p.name FROM sqlite_master m, "
+                              "pragma_table_info(m.name) p WHERE m.type = 'table' "
+                              "ORDER BY m.name, p.cid", -1, &s, NULL) != SQLITE_OK)
+        return 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        mt_buf_printf(out, "\n%s.%s", (const char *)sqlite3_column_text(s, 0),
+                      (const char *)sqlite3_column_text(s, 1));
+    sqlite3_finalize(s);
+    mt_buf_puts(out, "\n");
+    return rc == SQLITE_DONE && !out->oom;
 }
 
-/* Every table of the schema, with every column this build's schema gives
- * it (a file whose table lost a column would open and then fail in the
- * first statement that reads it). The reference is the schema itself,
- * built in memory: version 1 and the migrations, as a new file gets it. */
-static mt_status check_tables(mt_db *db)
+/* This build's schema as schema_columns lists it: db/schema.c's version 1
+ * and migrations run in memory, as a new file gets them; once a process
+ * (NULL when that failed). */
+static mt_buf reference;
+static int reference_ok;
+
+static void build_reference(void)
 {
     sqlite3 *ref = NULL;
-    mt_status st = MT_OK;
-    if (sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
-            SQLITE_OK ||
-        sqlite3_exec(ref, mt_db__schema_v1, NULL, NULL, NULL) != SQLITE_OK) {
-        st = mt_db__fail(db, MT_ERR_DB, "cannot build this build's schema in memory: %s",
-                         ref ? sqlite3_errmsg(ref) : "out of memory");
-        goto done;
-    }
-    for (int v = 1; v < MT_DB_SCHEMA_VERSION; v++)
-        if (sqlite3_exec(ref, mt_db__migrations[v - 1], NULL, NULL, NULL) != SQLITE_OK) {
-            st = mt_db__fail(db, MT_ERR_DB, "cannot build this build's schema in memory: %s",
-                             sqlite3_errmsg(ref));
-            goto done;
-        }
-    for (size_t i = 0; i < MT_ARRAY_LEN(required_tables) && !st; i++) {
-        char sql[160], missing[128];
-        int64_t n = 0;
-        snprintf(sql, sizeof sql,
-                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
-                 required_tables[i]);
-        st = pragma_int(db, sql, &n);
-        if (!st && n != 1)
-            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database: table '%s' is missing",
-                             required_tables[i]);
-        if (!st)
-            st = missing_column(db, ref, required_tables[i], missing, sizeof missing);
-        if (!st && missing[0])
-            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database of this schema: table '%s' "
-                             "has no column '%s'", required_tables[i], missing);
-    }
-done:
+    int ok = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+             sqlite3_exec(ref, mt_db__schema_v1, NULL, NULL, NULL) == SQLITE_OK;
+    for (int v = 1; ok && v < MT_DB_SCHEMA_VERSION; v++)
+        ok = sqlite3_exec(ref, mt_db__migrations[v - 1], NULL, NULL, NULL) == SQLITE_OK;
+    reference_ok = ok && schema_columns(ref, &reference);
     sqlite3_close(ref);
+}
+
+static const char *reference_columns(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_reference);
+    return reference_ok ? reference.data : NULL;
+}
+
+/* Every table of this build's schema, with every column the schema gives
+ * it (a file whose table lost a column would open and then fail in the
+ * first statement that reads it). */
+static mt_status check_tables(mt_db *db)
+{
+    const char *want = reference_columns();
+    if (!want)
+        return mt_db__fail(db, MT_ERR_INTERNAL, "cannot build this build's schema in memory");
+    mt_buf have = {0};
+    mt_status st = MT_OK;
+    if (!schema_columns(db->h, &have))
+        st = mt_db__fail(db, MT_ERR_DB, "cannot read the database's tables: %s",
+                         sqlite3_errmsg(db->h));
+    char line[256];
+    for (const char *w = want; !st && w[1]; w = strchr(w + 1, '\n')) {
+        const size_t n = (size_t)(strchr(w + 1, '\n') - w);   /* "\nT.C" */
+        const char *dot = memchr(w, '.', n);
+        if (!dot || n + 2 > sizeof line)
+            continue;
+        memcpy(line, w, n);
+        line[n] = '\n';
+        line[n + 1] = '\0';
+        const int table_len = (int)(dot - w - 1);
+        char table[128];
+        snprintf(table, sizeof table, "\n%.*s.", table_len, w + 1);
+        if (!strstr(have.data, table))
+            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database: table '%.*s' is missing",
+                             table_len, w + 1);
+        else if (!strstr(have.data, line))
+            st = mt_db__fail(db, MT_ERR_DB, "not a moetune database of this schema: table "
+                             "'%.*s' has no column '%.*s'", table_len, w + 1,
+                             (int)(n - (size_t)(dot - w) - 1), dot + 1);
+    }
+    mt_buf_free(&have);
     return st;
 }
 
