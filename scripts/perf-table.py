@@ -209,6 +209,11 @@ def summary_line(s):
                           s["at_target"], s["with_peer"]))
 
 
+def problems_of(pts):
+    """The problems of pts, each once, in the order they first come."""
+    return list(dict.fromkeys(p["problem"] for p in pts))
+
+
 def _point_name(p):
     return "%s M = %d" % (p["problem"], p["M"])
 
@@ -275,10 +280,7 @@ def headroom(pts):
 
 
 def render_headroom(pts, out):
-    problems = []
-    for p in pts:
-        if p["problem"] not in problems:
-            problems.append(p["problem"])
+    problems = problems_of(pts)
     rows = [(prob, headroom([p for p in pts if p["problem"] == prob])) for prob in problems]
     rows = [(prob, h) for prob, h in rows if h["points"]] + [("**overall**", headroom(pts))]
     if not rows[-1][1]["points"]:
@@ -327,10 +329,7 @@ def render_targets(pts, out):
 
 def render(pts, out=None):
     out = out or sys.stdout
-    problems = []
-    for p in pts:
-        if p["problem"] not in problems:
-            problems.append(p["problem"])
+    problems = problems_of(pts)
     for prob in problems:
         rows = [p for p in pts if p["problem"] == prob]
         out.write("\n### %s\n\n" % prob)
