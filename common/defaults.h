@@ -33,7 +33,7 @@ int64_t mt_default_block_m(const mt_problem *p);
 typedef struct mt_default_gemm {
     const char *family;
     char block_m[8];
-    const char *kv[12];  /* name, value, ...: up to six pairs */
+    const char *kv[16];  /* name, value, ...: up to eight pairs */
     int nkv;             /* pairs in kv */
 } mt_default_gemm;
 void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm *out);

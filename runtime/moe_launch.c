@@ -494,8 +494,9 @@ mt_status mt_moe_plan_check(const mt_moe_plan *plan, const mt_problem *p, char *
 typedef struct ws_layout {
     size_t flags, sorted_ids, block_expert, c1, c2, c3, total;
     size_t q1, s1, q2, s2;       /* w8a8: quantized GEMM inputs and their scales */
-    size_t count1, count2;       /* split-K (and lastsum, count2): the GEMMs' counters,
-                                  * after the flags */
+    size_t count1, count2;       /* split-K (and lastsum, count2; OQUANT=last, count1):
+                                  * the GEMMs' counters, after the flags */
+    int64_t counters1;           /* words at count1 (GEMM1's counters) */
     size_t chain;                /* a chained GEMM1 (CHAIN): its work and CTA counters
                                   * and a count of GEMM1 tiles done per slot, after them */
     size_t partial;              /* split-K: partial sums, shared by the GEMMs */
@@ -617,12 +618,19 @@ static ws_layout layout(const mt_moe_plan *plan, const mt_problem *p)
      * block (fewer than GEMM2's tiles, a tile per slot and block); then a
      * chained launch's work and done counters and per-slot counts. */
     const int counted = split_k(g1) > 1 || split_k(g2) > 1 || gemm2_sums_last(plan) || gemm1_quantizes_out(plan);
-    const int64_t counters = counted ? L.tiles1 + L.tiles2 : 0;
+    L.counters1 = counted ? L.tiles1 : 0;
+    if (gemm1_quantizes_out(plan) && !slot_routed(g1)) {
+        /* A tiled GEMM1 counts per 64 rows of its row blocks and 128-column
+         * group (templates/grouped_gemm_sm90_out_quant.cuh). */
+        const int64_t units = L.num_m_blocks * ((bm + 63) / 64) * ((p->N + 127) / 128);
+        L.counters1 = units > L.tiles1 ? units : L.tiles1;
+    }
+    const int64_t counters = counted ? L.counters1 + L.tiles2 : 0;
     L.zero_words = WS_FLAGS + counters + (chains ? 2 + slots : 0);
     size_t off = 0;
     L.flags = take(&off, (size_t)L.zero_words * sizeof(int32_t));
     L.count1 = L.flags + WS_FLAGS * sizeof(int32_t);
-    L.count2 = L.count1 + (size_t)L.tiles1 * sizeof(int32_t);
+    L.count2 = L.count1 + (size_t)L.counters1 * sizeof(int32_t);
     L.chain = L.count1 + (size_t)counters * sizeof(int32_t);
     L.align_ctas = p->format == MT_FORMAT_STANDARD ? align_ctas(slots) : 1;
     L.cta_counts = take(&off, L.align_ctas > 1 ? (size_t)(L.align_ctas * p->local_E) * sizeof(int32_t)
@@ -905,7 +913,9 @@ static mt_status launch_gemm(launch_seq *q, mt_step step, const mt_kernel *k, un
         st = encode_rows_map(k, step, p, a_rows, g, msg, msg_size);
     if (st)
         return st;
-    if (!slot_routed(k))
+    /* Slot-routed kernels, and those that quantize GEMM1's output for
+     * GEMM2 (OQUANT=last: act_q, act_scale), take the routing argument. */
+    if (!slot_routed(k) && !mt_variant_quantizes_out(&k->v))
         return launch(q, step, k, grid, g, msg, msg_size);
     route->gemm = *g;
     return launch(q, step, k, grid, route, msg, msg_size);

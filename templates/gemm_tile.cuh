@@ -102,6 +102,17 @@ template <class C> struct sums_topk_of<C, decltype(void(C::SUM_TOPK))> {
     static constexpr bool value = C::SUM_TOPK != 0;
 };
 
+/* Does Cfg's GEMM1 quantize its activated output for GEMM2 (OQUANT
+ * "last": Cfg::LAST_QUANT declared), the last CTA of each 128-column group
+ * of a row (grouped_gemv) or of a row block (grouped_gemm_sm90) doing it
+ * once the others have stored theirs? */
+template <class C> __device__ constexpr auto last_quants_of(int) -> decltype(bool(C::LAST_QUANT))
+{
+    return C::LAST_QUANT;
+}
+template <class C> __device__ constexpr bool last_quants_of(long) { return false; }
+template <class C> __device__ constexpr bool last_quants() { return last_quants_of<C>(0); }
+
 /* Which rows a tile covers, resolved once per CTA. */
 struct tile_rows {
     int expert;
@@ -299,39 +310,47 @@ __device__ __forceinline__ void add_partial(float &x, float w) { x += w; }
 __device__ __forceinline__ void add_partial(int &x, float w) { x += __float_as_int(w); }
 
 /* How the threads holding a tile's fragments meet: the whole CTA
- * (cta_barrier), or named barrier ID of N threads (group_barrier: a kernel
- * whose copying warpgroup holds no fragments). any(p): true on every
- * thread if p is on one. */
+ * (cta_barrier), named barrier `id` of N threads (numbered_barrier: a
+ * computing warpgroup's own, 2 + its index, known at run time), or named
+ * barrier ID of N threads, ID known at compile time (group_barrier: a
+ * kernel whose copying warpgroup holds no fragments; ptxas makes the same
+ * code of it as of the immediate ID). any(p): true on every thread if p is
+ * on one. */
 struct cta_barrier {
     static __device__ __forceinline__ void sync() { __syncthreads(); }
     static __device__ __forceinline__ bool any(bool p) { return __syncthreads_or(p); }
 };
-template <int ID, int N> struct group_barrier {
-    static __device__ __forceinline__ void sync() { asm volatile("bar.sync %0, %1;\n" ::"n"(ID), "n"(N) : "memory"); }
-    static __device__ __forceinline__ bool any(bool p)
+template <int N> struct numbered_barrier {
+    int id;
+    __device__ __forceinline__ void sync() const { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory"); }
+    __device__ __forceinline__ bool any(bool p) const
     {
         int r;
         asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\n"
                      "selp.b32 %0, 1, 0, q;\n}\n"
                      : "=r"(r)
-                     : "r"((int)p), "n"(ID), "n"(N)
+                     : "r"((int)p), "r"(id), "n"(N)
                      : "memory");
         return r != 0;
     }
 };
+template <int ID, int N> struct group_barrier {
+    static __device__ __forceinline__ void sync() { numbered_barrier<N>{ID}.sync(); }
+    static __device__ __forceinline__ bool any(bool p) { return numbered_barrier<N>{ID}.any(p); }
+};
 
 /* Count this CTA in at *count once the stores of its threads (tid among
- * those that meet by Bar) are visible GPU-wide. True on every one of them
+ * those that meet by bar) are visible GPU-wide. True on every one of them
  * for the CTA that arrives as the `of`-th, which may then read what the
  * others stored (it re-arms the counter, to 0, when done). */
-template <class Bar> __device__ __forceinline__ bool arrive_last(int32_t *count, int of, int tid)
+template <class Bar> __device__ __forceinline__ bool arrive_last(int32_t *count, int of, int tid, Bar bar = Bar{})
 {
     __threadfence();   /* this thread's stores are visible GPU-wide ... */
-    Bar::sync();       /* ... and so are every thread's, before the count says so */
+    bar.sync();        /* ... and so are every thread's, before the count says so */
     int last = 0;
     if (tid == 0)
         last = atomicAdd(count, 1) == of - 1;
-    if (!Bar::any(last))
+    if (!bar.any(last))
         return false;
     __threadfence();   /* read the others' stores only after seeing them all counted */
     return true;

@@ -40,6 +40,16 @@
 
 namespace mt {
 
+/* OQUANT "last" (last_quants<Cfg>): once the writers of a unit of a tile's
+ * rows have stored them, out_group_last counts them in for their
+ * 128-column group, and the group's last quantizes the group's columns of
+ * those rows for GEMM2 (quantize_out_group). Both in
+ * grouped_gemm_sm90_out_quant.cuh, which only those variants include. */
+template <class Cfg, class Bar>
+__device__ bool out_group_last(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid, Bar bar);
+template <class Cfg, int THREADS, int ROWS>
+__device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid);
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait()
@@ -1045,6 +1055,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
             __syncthreads();
         }
         write_tile<Cfg, S::CONSUMERS + 128>(a, t, nb, sC, tid, rows_of(0));
+        /* Every thread wrote; the computing ones quantize (the copiers
+         * hold too few registers for it). */
+        if constexpr (last_quants<Cfg>())
+            if (out_group_last<Cfg>(a, t, nb, 0, tid, cta_barrier{}) && tid >= 128)
+                quantize_out_group<Cfg, S::CONSUMERS, Cfg::BM>(a, t, nb, 0, tid - 128);
     } else {
         const int ntiles = num_tiles<Cfg>(a);
         if (tid == 0) {
@@ -1123,6 +1138,9 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
                 write_tile<Cfg, S::CONSUMERS>(a, t, nb, sC, ctid, rows_of(set));
                 mbar_arrive(&rows_free[set]);
+                if constexpr (last_quants<Cfg>())
+                    if (out_group_last<Cfg>(a, t, nb, 0, ctid, group_barrier<2, S::CONSUMERS>{}))
+                        quantize_out_group<Cfg, S::CONSUMERS, Cfg::BM>(a, t, nb, 0, ctid);
                 n++;
             }
         }

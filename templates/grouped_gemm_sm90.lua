@@ -181,7 +181,7 @@ for _, q in ipairs(QUANTS) do
         PAD_SKIP = "yes", only = ATMA_DEFAULT } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
                 SWAP = "no", EPI_COLS = t.EPI_COLS or 0, CLUSTER = t.CLUSTER or 1, ALOAD = t.ALOAD or "cp",
-                SPLIT_K = 1, PAD_SKIP = "no" }
+                SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
     add_default(d, t, q)
   end
   -- Swapped tiles for a few tokens per expert: 64 or 128 weight rows deep
@@ -206,7 +206,24 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
-                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no" }
+                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
+    add_default(d, t, q)
+  end
+end
+-- GEMM1 tiles that quantize their activated output for GEMM2 (OQUANT
+-- "last"), block modes: the ws, persist, chunked persist and pingpong
+-- pipelines' 128-column tiles, bf16 with silu, so that the GPU tests prove
+-- each one's writers and counters, and the tuner has them beside their
+-- step-fed twins.
+for _, q in ipairs({ "fp8-block", "int8-block" }) do
+  for _, t in ipairs({
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "ws" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "persist" },
+      { BLOCK_M = 128, BLOCK_N = 128, STAGES = 5, GROUP_M = 8, PIPE = "persist", EPI_COLS = 64 },
+      { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong" } }) do
+    local d = { dtype = "bf16", epilogue = "silu", quant = q, BLOCK_K = 128, FOLD = "wait", BLOAD = "tma",
+                SWAP = "no", EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no",
+                OQUANT = "last" }
     add_default(d, t, q)
   end
 end
@@ -226,7 +243,7 @@ for _, t in ipairs({
     { BLOCK_M = 64,  BLOCK_N = 128, GROUP_M = 8, PIPE = "pingpong", ALOAD = "tma" },
     { BLOCK_M = 128, BLOCK_N = 128, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32, CLUSTER = 2 } }) do
   local d = { quant = "none", BLOCK_K = 128, STAGES = 3, FOLD = "wait", BLOAD = "tma", SWAP = "no",
-              EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no" }
+              EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
   add_default(d, t, "none")
 end
 
@@ -298,6 +315,14 @@ return {
     -- others on an H100 (docs/PERFORMANCE.md, sessions 35 and 37), so the
     -- tuner chooses. Added to version 7: "no" stays out of the names.
     { name = "PAD_SKIP", abbrev = "ps", values = { "no", "yes" }, omit_in_name = "no" },
+    -- GEMM1 with the activation fused, block modes: "last", the last tile
+    -- of each row block's 128-column group to store its activated rows
+    -- reads the group back from L2 and quantizes it for GEMM2, as the act
+    -- step would, and the pipeline has no act step
+    -- (grouped_gemm_sm90_out_quant.cuh; the kernel argument is then
+    -- mt_gemv_slot_args, whose act_q and act_scale say where). Added to
+    -- version 7: "step" stays out of the names.
+    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step" },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -319,6 +344,15 @@ return {
     end
     if p.PAD_SKIP == "yes" and (p.PIPE ~= "persist" or swapped(p) or p.BLOCK_M ~= 128) then
       return false, "PAD_SKIP: the persistent tiles of two computing warpgroups (128 token rows)"
+    end
+    if p.OQUANT == "last" then
+      if EPI[p.epilogue] == 0 or not block_scaled(p.quant) then
+        return false, "OQUANT last: GEMM1 of the block modes with the activation fused"
+      elseif swapped(p) or p.PIPE == "sync" or p.CLUSTER > 1 or p.SPLIT_K > 1 then
+        return false, "OQUANT last: unswapped tiles of PIPE ws, persist or pingpong, unpaired, unsplit"
+      elseif 128 % (p.BLOCK_N // 2) ~= 0 then
+        return false, "OQUANT last: a tile's BLOCK_N / 2 activated columns must divide a 128-column group"
+      end
     end
     -- (main prunes the batched pingpong tiles with A rows by TMA, which gave
     -- wrong rows now and then in session 27; this branch offers them again
@@ -398,6 +432,8 @@ return {
       grouped_gemm_sm90_pingpong = '#include "grouped_gemm_sm90_pingpong.cuh"\n',
       grouped_gemm_sm90_chunked = '#include "grouped_gemm_sm90_chunked.cuh"\n',
     }
+    local last_quant = p.OQUANT == "last"
+    local out_quant_include = '#include "grouped_gemm_sm90_out_quant.cuh"\n'
     return mt.subst([[
 #include "grouped_gemm_sm90.cuh"
 ${OWN_INCLUDE}MT_PDL_AWARE   /* keeps the launch protocol of mt_device.cuh */
@@ -407,12 +443,12 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD}, ALOAD = ${ALOAD};
     static constexpr bool SWAP = ${SWAP};
-${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}${PAD_SKIP}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}${PAD_SKIP}${LAST_QUANT}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
-extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ mt_gemm_args args)
+extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ ${ARGS} args)
 {
-    mt::${ENTRY}<${NAME}_cfg>(args);
+    mt::${ENTRY}<${NAME}_cfg>(args${GEMM_ARGS});
 }
 ]], { NAME = name, ELEM = ELEM[p.dtype], QUANT = QUANT[p.quant], FORMAT = FORMAT[p.format],
       EPI = EPI[p.epilogue], BM = p.BLOCK_M, BN = p.BLOCK_N, BK = p.BLOCK_K, GROUP_M = p.GROUP_M,
@@ -420,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       MMA_M = s.mma_m, THREADS = s.threads, MMA = mma_wrapper(p),
       -- After the family's header, so that every variant's source starts
       -- the same (libmoetune stores that prefix once, rt_defaults.h).
-      OWN_INCLUDE = own and own_include[own] or "",
+      OWN_INCLUDE = (own and own_include[own] or "") .. (last_quant and out_quant_include or ""),
       EPI_COLS = p.EPI_COLS > 0 and string.format("    static constexpr int EPI_COLS = %d;\n", p.EPI_COLS)
                  or "",
       CLUSTER = p.CLUSTER > 1 and string.format("    static constexpr int CLUSTER = %d;\n", p.CLUSTER) or "",
@@ -429,6 +465,9 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       -- An enumerator, not a static constexpr member, which NVRTC would
       -- emit into the image as a global of its own.
       PAD_SKIP = p.PAD_SKIP == "yes" and "    enum { PAD_SKIP = 1 };\n" or "",
+      LAST_QUANT = last_quant and "    enum { LAST_QUANT = 1 };\n" or "",
+      ARGS = last_quant and "mt_gemv_slot_args" or "mt_gemm_args",
+      GEMM_ARGS = last_quant and ".gemm" or "",
       CLUSTER_DIMS = p.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1) ", p.CLUSTER) or "",
       ENTRY = own or "grouped_gemm_sm90" })
   end,

@@ -393,6 +393,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
                               out_rows{rows.dst + 64 * wg, rows.w + 64 * wg});
         mbar_arrive(&rows_free[set]);
+        /* OQUANT last: each warpgroup its own 64 rows. */
+        if constexpr (last_quants<Cfg>())
+            if (has_rows && out_group_last<Cfg>(a, t, nb, 64 * wg, ctid & 127, numbered_barrier<128>{2 + wg}))
+                quantize_out_group<Cfg, 128, 64>(a, t, nb, 64 * wg, ctid & 127);
     });
     if constexpr (CL > 1)
         cluster_sync();

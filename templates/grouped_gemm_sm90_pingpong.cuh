@@ -198,6 +198,9 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
         write_tile<Cfg, GT>(a, t, nb, sC, gtid, sm.rows_of(set));
         mbar_arrive(&sm.rows_free[set]);
+        if constexpr (last_quants<Cfg>())
+            if (out_group_last<Cfg>(a, t, nb, 0, gtid, numbered_barrier<GT>{2 + G}))
+                quantize_out_group<Cfg, GT, Cfg::BM>(a, t, nb, 0, gtid);
     }
 }
 

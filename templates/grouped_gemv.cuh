@@ -144,16 +144,6 @@ template <class C> __device__ constexpr auto last_sums_of(int) -> decltype(bool(
 template <class C> __device__ constexpr bool last_sums_of(long) { return false; }
 template <class C> __device__ constexpr bool last_sums() { return last_sums_of<C>(0); }
 
-/* Does Cfg's last CTA of each slot's 128-column group quantize GEMM1's
- * activated output (OQUANT "last": Cfg::LAST_QUANT declared)? As
- * quantizes_a. */
-template <class C> __device__ constexpr auto last_quants_of(int) -> decltype(bool(C::LAST_QUANT))
-{
-    return C::LAST_QUANT;
-}
-template <class C> __device__ constexpr bool last_quants_of(long) { return false; }
-template <class C> __device__ constexpr bool last_quants() { return last_quants_of<C>(0); }
-
 /* Is Cfg the GEMM2 half of a chained launch (grouped_gemv_chain.cuh:
  * Cfg::CHAINED declared), whose A rows and scales other CTAs of the same
  * launch write? As quantizes_a. */

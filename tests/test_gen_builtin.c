@@ -407,6 +407,79 @@ static void test_sm90_swap_names_and_pruning(void **state)
     mt_gen_close(g);
 }
 
+/* grouped_gemm_sm90 OQUANT=last ("_oqlast", after every other tail): GEMM1
+ * tiles of the block modes with the activation fused, unswapped, of a
+ * pipeline with a copying warpgroup (ws, persist, pingpong), unpaired and
+ * unsplit, whose BLOCK_N / 2 activated columns divide 128; each one's
+ * OQUANT=step twin is a point too. Its source includes the out-quant
+ * header and takes the routing argument (act_q, act_scale); the twin's
+ * neither, so that the stored kernels of every other variant stay as they
+ * were. Pruned with a reason for a storing tile, a mode without block
+ * scales, and a pair of CTAs. */
+static void test_sm90_out_quant_points(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    const char *const kv[] = {"dtype", "bf16", "quant", "fp8-block", "format", "standard", NULL};
+    size_t n = 0;
+    mt_prune_report r;
+    mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
+    int last = 0, pipes[4] = {0};
+    static const char *const pipe_names[] = {"ws", "persist", "pingpong", "sync"};
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(v[i].name);
+        const int oq = mt_variant_quantizes_out(&v[i]);
+        assert_int_equal(strip_tail(v[i].name, &len, "_oqlast"), oq);
+        if (!oq)
+            continue;
+        last++;
+        assert_string_not_equal(mt_variant_get(&v[i], "epilogue"), "store");
+        assert_string_not_equal(mt_variant_get(&v[i], "epilogue"), "sum");
+        assert_string_equal(mt_variant_get(&v[i], "SWAP"), "no");
+        assert_int_equal(mt_variant_int(&v[i], "CLUSTER", 0), 1);
+        assert_int_equal(mt_variant_int(&v[i], "SPLIT_K", 0), 1);
+        assert_int_equal(128 % (mt_variant_int(&v[i], "BLOCK_N", 0) / 2), 0);
+        for (int k = 0; k < 4; k++)
+            pipes[k] += !strcmp(mt_variant_get(&v[i], "PIPE"), pipe_names[k]);
+        char twin[sizeof v[i].name];
+        snprintf(twin, sizeof twin, "%.*s", (int)len, v[i].name);
+        int found = 0;
+        for (size_t j = 0; j < n && !found; j++)
+            found = !strcmp(v[j].name, twin);
+        assert_true(found);
+        if (last == 1) {   /* the sources of one and of its twin */
+            mt_variant t;
+            char *src = NULL, *tsrc = NULL;
+            assert_int_equal(mt_gen_find(g, twin, "sm_90a", &t), MT_OK);
+            assert_int_equal(mt_gen_source(g, &v[i], &src, NULL), MT_OK);
+            assert_int_equal(mt_gen_source(g, &t, &tsrc, NULL), MT_OK);
+            assert_non_null(strstr(src, "struct out_group {"));
+            assert_non_null(strstr(src, "enum { LAST_QUANT = 1 };"));
+            assert_non_null(strstr(src, "const __grid_constant__ mt_gemv_slot_args args"));
+            assert_null(strstr(tsrc, "struct out_group {"));
+            assert_null(strstr(tsrc, "enum { LAST_QUANT = 1 };"));
+            assert_non_null(strstr(tsrc, "const __grid_constant__ mt_gemm_args args"));
+            free(src);
+            free(tsrc);
+        }
+    }
+    printf("  grouped_gemm_sm90 fp8-block OQUANT=last: %d points (ws %d, persist %d, pingpong %d)\n", last,
+           pipes[0], pipes[1], pipes[2]);
+    assert_true(pipes[0] > 0 && pipes[1] > 0 && pipes[2] > 0);
+    assert_int_equal(pipes[3], 0);
+    assert_true(reason_count(&r, "OQUANT last: GEMM1 of the block modes with the activation fused") > 0);
+    assert_true(reason_count(&r, "OQUANT last: unswapped tiles of PIPE ws, persist or pingpong, unpaired, "
+                                 "unsplit") > 0);
+    free(v);
+    const char *const none[] = {"dtype", "bf16", "quant", "none", "format", "standard", "epilogue", "silu", NULL};
+    v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, none, &n, &r);
+    for (size_t i = 0; i < n; i++)
+        assert_false(mt_variant_quantizes_out(&v[i]));
+    assert_true(reason_count(&r, "OQUANT last: GEMM1 of the block modes with the activation fused") > 0);
+    free(v);
+    mt_gen_close(g);
+}
+
 /* Compile the n variants v together: each one must compile to an image. */
 static void compile_all(mt_gen *g, const mt_variant *v, size_t n, const char *what, const char *arch)
 {
@@ -801,6 +874,7 @@ int main(void)
         cmocka_unit_test(test_split_k_pruning),
         cmocka_unit_test(test_split_k_defaults_compile),
         cmocka_unit_test(test_sm90_defaults_not_serialized),
+        cmocka_unit_test(test_sm90_out_quant_points),
         cmocka_unit_test(test_sm90_swapped_block_persist_compiles),
         cmocka_unit_test(test_sm90_two_panel_tiles),
         cmocka_unit_test(test_find_decodes_names),

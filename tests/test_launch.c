@@ -35,7 +35,8 @@ static struct {
     int encodes;
     encode_call enc[4];
     mt_gemm_args gemm[2];    /* the arguments gemm1 and gemm2 were launched with */
-    mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) */
+    mt_gemv_slot_args route[2]; /* the same, for slot-routed GEMMs (grouped_gemv, BLOCK_M 1) and
+                                 * those quantizing GEMM1's output (OQUANT=last) */
     mt_gemv_chain_args chain;   /* ... and for a GEMM1 running GEMM2 in its launch (CHAIN) */
     unsigned step_grid[MT_STEP_ALL]; /* the last grid of every step */
     int step_dependent[MT_STEP_ALL]; /* its last launch: programmatic (cuLaunchKernelEx) */
@@ -65,7 +66,8 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                 fake.launched[fake.launches] = (mt_step)st;
             fake.step_grid[st] = gx;
             fake.step_dependent[st] = fake.dependent;
-            if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) && slot_routed(&fake.plan->step[st].v))
+            if ((st == MT_STEP_GEMM1 || st == MT_STEP_GEMM2) &&
+                (slot_routed(&fake.plan->step[st].v) || mt_variant_quantizes_out(&fake.plan->step[st].v)))
                 memcpy(&fake.route[st == MT_STEP_GEMM2], params[0], sizeof(mt_gemv_slot_args));
             if (st == MT_STEP_GEMM1 && mt_variant_chain(&fake.plan->step[st].v) > 0)
                 memcpy(&fake.chain, params[0], sizeof(mt_gemv_chain_args));
@@ -806,6 +808,60 @@ static void test_gemv_gemm1_quantizes_output(void **state)
     assert_int_equal(fake.launches, 0);
 }
 
+/* A tiled GEMM1 that quantizes its activated output for GEMM2
+ * (grouped_gemm_sm90 OQUANT=last): no act launch; launched with the
+ * routing argument, whose 8-bit rows and scales in the workspace GEMM2
+ * then reads; its counters right after the flags and zeroed with them, a
+ * word per 64 rows of its row blocks and 128-column group (N = 192: two
+ * groups, four row blocks of 128, so 16 words, more than its 12 tiles),
+ * GEMM2's after those. Its OQUANT=step twin keeps the act step. */
+static void test_sm90_gemm1_quantizes_output(void **state)
+{
+    (void)state;
+    static const char *const g1 = "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m128_n128_k128_g8_s5_pws"
+                                  "_fwait_btma_oqlast",
+                          *const g2 = "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m128_n128_k128_g8_s5_pws"
+                                      "_fwait_btma";
+    mt_problem p;
+    mt_moe_plan plan;
+    mt_moe_tensors t = fp8_block_decode(&p, &plan, 192, g1, g2);
+    fake_driver(1);   /* its weights come by TMA */
+    char msg[512] = "";
+    assert_false(mt_moe_plan_uses(&plan, &p, MT_STEP_ACT));
+    assert_int_equal(run(&plan, &p, &t, msg, sizeof msg), MT_OK);
+    assert_launches(5, (const mt_step[]){MT_STEP_ALIGN, MT_STEP_QUANT, MT_STEP_GEMM1, MT_STEP_GEMM2,
+                                         MT_STEP_REDUCE});
+    const mt_gemv_slot_args *r = &fake.route[0];
+    assert_non_null(r->act_q);
+    assert_non_null(r->act_scale);
+    assert_int_equal(r->gemm.n_half, 192);
+    assert_int_equal(r->gemm.num_m_blocks, 4);
+    assert_ptr_equal(fake.gemm[1].A, r->act_q);   /* GEMM2 reads what GEMM1 wrote */
+    assert_ptr_equal(fake.gemm[1].a_scale, r->act_scale);
+    assert_int_equal(fake.gemm[1].a_scale_ld, 2);
+    assert_true(fake.memsets >= 1);
+    assert_ptr_equal((void *)(uintptr_t)r->gemm.tile_count,
+                     (void *)(uintptr_t)(fake.memset_at[0] + 4 * sizeof(int32_t)));
+    assert_ptr_equal((void *)(uintptr_t)fake.gemm[1].tile_count,
+                     (void *)(uintptr_t)(fake.memset_at[0] + (4 + 16) * sizeof(int32_t)));
+    assert_true(fake.memset_words[0] >= 4 + 16);
+    mt_moe_plan step = plan;
+    set_gemm(&step, MT_STEP_GEMM1, "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m128_n128_k128_g8_s5_pws"
+                                   "_fwait_btma");
+    assert_true(mt_moe_plan_uses(&step, &p, MT_STEP_ACT));
+    memset(fake.route, 0, sizeof fake.route);
+    fake.plan = &step;
+    assert_int_equal(run(&step, &p, &t, msg, sizeof msg), MT_OK);
+    assert_int_equal(fake.launches, 6);
+    assert_null(fake.route[0].act_q);   /* launched with mt_gemm_args alone */
+    /* As GEMM2 it is refused, by name, before any launch. */
+    mt_moe_plan bad = plan;
+    set_gemm(&bad, MT_STEP_GEMM2, g1);
+    assert_int_equal(run(&bad, &p, &t, msg, sizeof msg), MT_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(msg, g1));
+    assert_int_equal(fake.launches, 0);
+}
+
 /* A slot-routed GEMM1 that runs GEMM2 in its launch (grouped_gemv CHAIN):
  * the pipeline is that one launch, its argument both GEMMs' as their own
  * launches would take them (GEMM2's that of the "lastsum" tile it runs,
@@ -1509,6 +1565,7 @@ int main(void)
         cmocka_unit_test(test_gemv_quantizes_own_rows),
         cmocka_unit_test(test_gemv_gemm2_activates_own_rows),
         cmocka_unit_test(test_gemv_gemm1_quantizes_output),
+        cmocka_unit_test(test_sm90_gemm1_quantizes_output),
         cmocka_unit_test(test_gemv_chain),
         cmocka_unit_test(test_small_step_needs_early_reads),
         cmocka_unit_test(test_slot_routed_gemv),
