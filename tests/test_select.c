@@ -608,6 +608,43 @@ static void test_select_swapped_sm90(void **state)
     free(sv);
 }
 
+/* A tiled GEMM1 that quantizes its output for GEMM2 (grouped_gemm_sm90
+ * OQUANT=last) is modelled as its step-fed twin less the act step it
+ * saves: the act launch and its read of the activated rows (slots x N
+ * 16-bit values) from DRAM. So at Qwen3 fp8 M = 4096 it ranks ahead of the
+ * twin (stage 1 takes the best of each tile shape first: it, not the
+ * twin, which comes after, as stage 3's OQUANT round times it against
+ * the winner); it fits GEMM1 only. */
+static void test_model_tiled_out_quant(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    mt_variant *v = sm90_points("fp8-block", NULL, &n);   /* GEMM1 candidates need a store sibling */
+    static const char *const twin = "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_silu_m128_n128_k128_g8_s5_pws"
+                                    "_fwait_btma";
+    char last[sizeof v[0].name];
+    snprintf(last, sizeof last, "%s_oqlast", twin);
+    const mt_variant *s = named(v, n, twin), *l = named(v, n, last);
+    mt_problem p = qwen3(4096);
+    p.quant.mode = MT_QUANT_FP8_BLOCK;
+    const double ts = mt_gemm_model_us(s, &p, 0, SM_COUNT), tl = mt_gemm_model_us(l, &p, 0, SM_COUNT);
+    const double saved = 3.0 + 4096.0 * 8 * 768 * 2 / 4.0e12 * 1e6;   /* MODEL_ACT_US + the read */
+    printf("  qwen3 fp8 M=4096 gemm1: step-fed %.1f us, OQUANT=last %.1f us\n", ts, tl);
+    assert_true(fabs((ts - tl) - saved) < 1e-6 * ts);
+    assert_true(mt_gemm_role_fits(l, &p, 0));
+    assert_false(mt_gemm_role_fits(l, &p, 1));
+    size_t pick[64];
+    const size_t k = mt_select_stage(v, n, &p, 1, 0, SM_COUNT, 64, pick);
+    size_t at_s = k, at_l = k;
+    for (size_t i = 0; i < k; i++) {
+        at_s = v + pick[i] == s ? i : at_s;
+        at_l = v + pick[i] == l ? i : at_l;
+    }
+    printf("  qwen3 fp8 M=4096: of %zu GEMM1 picks, OQUANT=last at %zu, its twin at %zu\n", k, at_l, at_s);
+    assert_true(at_l < k && at_l < at_s);
+    free(v);
+}
+
 /* Stage 3's neighbours along PIPE of the 64-row TMA pingpong tile that won
  * DeepSeek-V3 fp8 at M = 1024 (session 13): one per other pipeline, the
  * TMA twins of sync, ws and persist ("sync" takes TMA weight loads since
@@ -897,6 +934,7 @@ int main(void)
         cmocka_unit_test(test_select_gemv_for_decode),
         cmocka_unit_test(test_default_is_unsplit),
         cmocka_unit_test(test_select_swapped_sm90),
+        cmocka_unit_test(test_model_tiled_out_quant),
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_pad_skip),
