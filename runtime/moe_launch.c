@@ -223,6 +223,8 @@ _Static_assert(offsetof(mt_gemm_args, sum_topk) == 188 && offsetof(mt_gemm_args,
                "mt_gemm_args keeps the layout of stored kernels");
 _Static_assert(offsetof(mt_gemv_slot_args, topk_ids) == sizeof(mt_gemm_args),
                "mt_gemv_slot_args keeps the layout of stored kernels");
+_Static_assert(offsetof(mt_gemv_slot_args, gemm) == 0,
+               "grouped_gemm_sm90_out_quant.cuh finds the whole argument from its gemm member");
 /* local_experts came after the rest (the sizes these structs had before
  * it): a stored kernel built before it reads the prefix it knows. */
 _Static_assert(offsetof(mt_act_args, local_experts) == 80 &&

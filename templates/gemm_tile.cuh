@@ -339,10 +339,10 @@ template <int ID, int N> struct group_barrier {
     static __device__ __forceinline__ bool any(bool p) { return numbered_barrier<N>{ID}.any(p); }
 };
 
-/* Count this CTA in at *count once the stores of its threads (tid among
- * those that meet by bar) are visible GPU-wide. True on every one of them
- * for the CTA that arrives as the `of`-th, which may then read what the
- * others stored (it re-arms the counter, to 0, when done). */
+/* Count this CTA (or those of its threads that meet by bar, tid among
+ * them) in at *count once their stores are visible GPU-wide. True on every
+ * one of them for the arrival that is the `of`-th, which may then read
+ * what the others stored (it re-arms the counter, to 0, when done). */
 template <class Bar> __device__ __forceinline__ bool arrive_last(int32_t *count, int of, int tid, Bar bar = Bar{})
 {
     __threadfence();   /* this thread's stores are visible GPU-wide ... */

@@ -44,7 +44,11 @@ typedef struct mt_gemv_slot_args {
      * (OQUANT "last"; the others ignore them): GEMM2's A, [num_slots,
      * gemm.n_half] 8-bit values and [num_slots, ceil(gemm.n_half / 128)]
      * scales, as the act step writes them; gemm.tile_count holds a counter
-     * per slot and group, 0 at launch and again after. Last, as out. */
+     * per slot and group, 0 at launch and again after. Last, as out. The
+     * tiled GEMM1 of grouped_gemm_sm90 with OQUANT "last" takes them too,
+     * with a row per row of its output (slots, sorted positions or batched
+     * rows) and a counter per 64 rows of its row blocks and group
+     * (grouped_gemm_sm90_out_quant.cuh). */
     uint8_t *act_q;
     float *act_scale;
 } mt_gemv_slot_args;

@@ -72,7 +72,9 @@ __device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, in
     using T = typename Cfg::T;
     using Q = typename tile_shape<Cfg>::Q::Tag;
     constexpr int RSTEP = THREADS / 16, ITERS = (ROWS + RSTEP - 1) / RSTEP;
-    static_assert(THREADS % 32 == 0 && ROWS % 2 == 0, "a warp's two half-warps take rows r and r + 1 of one pass");
+    static_assert(THREADS % 32 == 0, "whole warps (a half-warp a row, the shuffles over full warps)");
+    /* a is the kernel argument's first member (runtime/moe_launch.c asserts
+     * the offset, 0): the whole argument starts where it does. */
     const mt_gemv_slot_args &s = reinterpret_cast<const mt_gemv_slot_args &>(a);
     const out_group o = out_group_of<Cfg>(a, t, nb, row0);
     mt_quant_args qa = {};

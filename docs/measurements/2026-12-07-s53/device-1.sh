@@ -16,10 +16,14 @@ set -uo pipefail
 . scripts/gpu-call.sh
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "== session 53, call on: $name"
-MT_GPU_QUANT_MODES=fp8-block,int8-block MT_STEP_TESTS=gpu_quant:_oqlast MT_TEST_TIMEOUT=150 \
-  scripts/gpu-steps.sh tests
+# A short call (under 450 s): fp8 alone.
+modes=fp8-block,int8-block
+[ "$(left)" -ge 450 ] || modes=fp8-block
+MT_GPU_QUANT_MODES=$modes MT_STEP_TESTS=gpu_quant:_oqlast MT_TEST_TIMEOUT=120 scripts/gpu-steps.sh tests
 echo "== after the tests: $(left) s left"
-MT_CALL_LIMIT=$(left) MT_RETUNE_ANY_GPU=1 \
-  MT_TUNE_POINTS="${MT_NEXT_POINTS:-qwen3-30b-a3b-fp8:2048,4096 dsv3-tp8-fp8:2048,4096}" \
+# Under 330 s left: the M = 4096 points alone.
+points="qwen3-30b-a3b-fp8:2048,4096 dsv3-tp8-fp8:2048,4096"
+[ "$(left)" -ge 330 ] || points="qwen3-30b-a3b-fp8:4096 dsv3-tp8-fp8:4096"
+MT_CALL_LIMIT=$(left) MT_RETUNE_ANY_GPU=1 MT_TUNE_POINTS="${MT_NEXT_POINTS:-$points}" \
   MT_TUNE_CANDIDATES=3 MT_RETUNE_RESERVE=150 bash scripts/gpu-retune.sh
 echo "== call: $(( $(date +%s) - T0 )) s"
