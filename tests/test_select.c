@@ -609,9 +609,9 @@ static void test_select_swapped_sm90(void **state)
 }
 
 /* A tiled GEMM1 that quantizes its output for GEMM2 (grouped_gemm_sm90
- * OQUANT=last) is modelled as its step-fed twin less the act step it
- * saves: the act launch and its read of the activated rows (slots x N
- * 16-bit values) from DRAM. So at Qwen3 fp8 M = 4096 it ranks ahead of the
+ * OQUANT=last) is modelled as its step-fed twin less the act launch it
+ * saves (its epilogue reads the group back, which costs about what the
+ * act step's read did). So at Qwen3 fp8 M = 4096 it ranks ahead of the
  * twin (stage 1 takes the best of each tile shape first: it, not the
  * twin, which comes after, as stage 3's OQUANT round times it against
  * the winner); it fits GEMM1 only. */
@@ -628,7 +628,7 @@ static void test_model_tiled_out_quant(void **state)
     mt_problem p = qwen3(4096);
     p.quant.mode = MT_QUANT_FP8_BLOCK;
     const double ts = mt_gemm_model_us(s, &p, 0, SM_COUNT), tl = mt_gemm_model_us(l, &p, 0, SM_COUNT);
-    const double saved = 3.0 + 4096.0 * 8 * 768 * 2 / 4.0e12 * 1e6;   /* MODEL_ACT_US + the read */
+    const double saved = 3.0;   /* MODEL_ACT_US */
     printf("  qwen3 fp8 M=4096 gemm1: step-fed %.1f us, OQUANT=last %.1f us\n", ts, tl);
     assert_true(fabs((ts - tl) - saved) < 1e-6 * ts);
     assert_true(mt_gemm_role_fits(l, &p, 0));

@@ -192,13 +192,14 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
                          (rest > 0.0 ? fmax(rest * per_cta / bw, cta_s) : 0.0);
     const double t = fmax(t_mem, flops / (790e12 * mma_eff));
     /* A tiled GEMM1 quantizing its output for GEMM2 (OQUANT=last): the act
-     * step's launch and its read of the activated rows from DRAM are
-     * saved (the group's read back from L2 the model does not weigh), so
-     * that such a tile ranks just ahead of its step-fed twin and both are
-     * timed. */
-    const double no_act_us = !second && mt_variant_quantizes_out(v)
-                                 ? MODEL_ACT_US + slots * (double)p->N * (double)mt_dtype_size(p->dtype) / MODEL_BW * 1e6
-                                 : 0.0;
+     * launch saved, as for grouped_gemv, and no more. The act step's read
+     * of the activated rows is saved too, but the last tile of each group
+     * reads them back from L2 in its epilogue, and on an H100 that GEMM1
+     * grew by about the act step's time (DeepSeek-V3 fp8, M = 1024 to
+     * 4096: docs/PERFORMANCE.md, session 53). Such a tile then ranks just
+     * ahead of its step-fed twin, and stage 3's OQUANT round times the
+     * twin. */
+    const double no_act_us = !second && mt_variant_quantizes_out(v) ? MODEL_ACT_US : 0.0;
     return t * 1e6 + (second ? 0.0 : MODEL_ALIGN_US) - no_act_us;
 }
 
