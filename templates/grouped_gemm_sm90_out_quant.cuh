@@ -13,7 +13,9 @@
  * code (act_quant_wide.cuh, STEPS: the same bytes and scales as that step).
  * What the GEMM saves: the act step's launch and its read of the activated
  * rows from DRAM; what it pays: the fence, the count and the group's read
- * from L2 in one writer of each group.
+ * from L2 in one writer of each group, in its epilogue, before its next
+ * tile's MMAs (on an H100 about what the act step took: DeepSeek-V3 fp8,
+ * docs/PERFORMANCE.md, session 53).
  *
  * The kernel's argument is then mt_gemv_slot_args (gemv_args.h), whose
  * act_q and act_scale say where to quantize to; its first member, `gemm`,
@@ -64,8 +66,9 @@ __device__ bool out_group_last(const mt_gemm_args &a, const tile_rows &t, int nb
 
 /* The group's last writer: quantize its columns of rows row0 .. row0 +
  * ROWS - 1 into act_q and act_scale, by THREADS threads (tid of them), and
- * re-arm the counter. A thread takes one 8-value chunk (16 a group) of rows RSTEP apart, all
- * its loads first, so that the L2 latency is paid once. */
+ * re-arm the counter. A thread takes one 8-value chunk (16 a group) of
+ * rows RSTEP apart, all its loads first, so that the L2 latency is paid
+ * once. */
 template <class Cfg, int THREADS, int ROWS>
 __device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid)
 {
