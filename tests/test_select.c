@@ -610,8 +610,8 @@ static void test_select_swapped_sm90(void **state)
 
 /* A tiled GEMM1 that quantizes its output for GEMM2 (grouped_gemm_sm90
  * OQUANT=last) is modelled as its step-fed twin less the act launch it
- * saves (its epilogue reads the group back, which costs about what the
- * act step's read did). So at Qwen3 fp8 M = 4096 it ranks ahead of the
+ * saves (its epilogue reads the group back, which cost GEMM1 about as
+ * much as the act step took, on an H100). So at Qwen3 fp8 M = 4096 it ranks ahead of the
  * twin (stage 1 takes the best of each tile shape first: it, not the
  * twin, which comes after, as stage 3's OQUANT round times it against
  * the winner); it fits GEMM1 only. */

@@ -195,8 +195,8 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
      * launch saved, as for grouped_gemv, and no more. The act step's read
      * of the activated rows is saved too, but the last tile of each group
      * reads them back from L2 in its epilogue, and on an H100 that GEMM1
-     * grew by about the act step's time (DeepSeek-V3 fp8, M = 1024 to
-     * 4096: docs/PERFORMANCE.md, session 53). Such a tile then ranks just
+     * grew by 0.90x to 1.22x the act step's time (DeepSeek-V3 fp8, M =
+     * 1024 to 4096: docs/PERFORMANCE.md, session 53). Such a tile then ranks just
      * ahead of its step-fed twin, and stage 3's OQUANT round times the
      * twin. */
     const double no_act_us = !second && mt_variant_quantizes_out(v) ? MODEL_ACT_US : 0.0;
