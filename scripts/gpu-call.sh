@@ -49,3 +49,13 @@ for (t,) in c.execute("select name from sqlite_master where type = 'table'").fet
 c.commit(); c.close()
 PY
 }
+
+# retune_points POINTS: scripts/gpu-retune.sh at POINTS ("NAME:M,M ...";
+# MT_NEXT_POINTS, where set, instead) with the rest of the call, 3 GEMM1
+# tiles per M, on any Hopper card (another card's own file), then the
+# call's time.
+retune_points() {
+  MT_CALL_LIMIT=$(left) MT_RETUNE_ANY_GPU=1 MT_TUNE_POINTS="${MT_NEXT_POINTS:-$1}" \
+    MT_TUNE_CANDIDATES=3 MT_RETUNE_RESERVE=150 bash scripts/gpu-retune.sh
+  echo "== call: $(( $(date +%s) - T0 )) s"
+}
