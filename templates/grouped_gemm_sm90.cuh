@@ -41,14 +41,23 @@
 namespace mt {
 
 /* OQUANT "last" (last_quants<Cfg>): once the writers of a unit of a tile's
- * rows have stored them, out_group_last counts them in for their
- * 128-column group, and the group's last quantizes the group's columns of
- * those rows for GEMM2 (quantize_out_group). Both in
+ * rows have stored them, they count themselves in for their 128-column
+ * group (out_group_count_in), and the group's last writer quantizes the
+ * group's columns of those rows for GEMM2 (out_group_settle). The
+ * persistent pipes hold a tile's count (out_group_held) until the next
+ * tile's epilogue: its stores are visible by then, so the fence costs
+ * little, and the count comes back while the next tile is written. ws,
+ * whose CTA has one tile, counts at once. Both in
  * grouped_gemm_sm90_out_quant.cuh, which only those variants include. */
+struct out_group_held {
+    tile_rows t;
+    int nb, row0, ticket;
+    bool live;   /* a unit is held: counted in by out_group_count_in, or to be */
+};
 template <class Cfg, class Bar>
-__device__ bool out_group_last(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid, Bar bar);
-template <class Cfg, int THREADS, int ROWS>
-__device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid);
+__device__ void out_group_count_in(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar);
+template <class Cfg, int THREADS, int ROWS, class Bar>
+__device__ void out_group_settle(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar, int qtid);
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -1057,9 +1066,11 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         write_tile<Cfg, S::CONSUMERS + 128>(a, t, nb, sC, tid, rows_of(0));
         /* Every thread wrote; the computing ones quantize (the copiers
          * hold too few registers for it). */
-        if constexpr (last_quants<Cfg>())
-            if (out_group_last<Cfg>(a, t, nb, 0, tid, cta_barrier{}) && tid >= 128)
-                quantize_out_group<Cfg, S::CONSUMERS, Cfg::BM>(a, t, nb, 0, tid - 128);
+        if constexpr (last_quants<Cfg>()) {
+            out_group_held h{t, nb, 0, 0, true};
+            out_group_count_in<Cfg>(a, h, tid, cta_barrier{});
+            out_group_settle<Cfg, S::CONSUMERS, Cfg::BM>(a, h, tid, cta_barrier{}, tid - 128);
+        }
     } else {
         const int ntiles = num_tiles<Cfg>(a);
         if (tid == 0) {
@@ -1110,6 +1121,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
         } else {
             if constexpr (S::CONSUMERS > 128 && !Cfg::SWAP)
                 regs_grow<216>();
+            using Bar = group_barrier<2, S::CONSUMERS>;
+            out_group_held held{};   /* OQUANT last: the tile before, counted in late */
             for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
                 tile_rows t;
                 int nb;
@@ -1131,6 +1144,10 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 it += k_tiles;
                 if constexpr (!SKIP)
                     mbar_wait(&rows_filled[set], (n >> 1) & 1);
+                /* OQUANT last: the tile before counts in now (its stores are
+                 * out) and settles once this one is written. */
+                if constexpr (last_quants<Cfg>())
+                    out_group_count_in<Cfg>(a, held, ctid, Bar{});
                 /* Every computing thread has written the last tile out: the
                  * fp32 tile is free. */
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
@@ -1138,10 +1155,15 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 asm volatile("bar.sync 2, %0;\n" ::"n"(S::CONSUMERS) : "memory");
                 write_tile<Cfg, S::CONSUMERS>(a, t, nb, sC, ctid, rows_of(set));
                 mbar_arrive(&rows_free[set]);
-                if constexpr (last_quants<Cfg>())
-                    if (out_group_last<Cfg>(a, t, nb, 0, ctid, group_barrier<2, S::CONSUMERS>{}))
-                        quantize_out_group<Cfg, S::CONSUMERS, Cfg::BM>(a, t, nb, 0, ctid);
+                if constexpr (last_quants<Cfg>()) {
+                    out_group_settle<Cfg, S::CONSUMERS, Cfg::BM>(a, held, ctid, Bar{}, ctid);
+                    held = {t, nb, 0, 0, true};
+                }
                 n++;
+            }
+            if constexpr (last_quants<Cfg>()) {
+                out_group_count_in<Cfg>(a, held, ctid, Bar{});
+                out_group_settle<Cfg, S::CONSUMERS, Cfg::BM>(a, held, ctid, Bar{}, ctid);
             }
         }
     }

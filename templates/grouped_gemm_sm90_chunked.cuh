@@ -361,6 +361,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
     float *sC = reinterpret_cast<float *>(smem + S::EPI_AT + wg * S::GROUP_EPI_BYTES);
     Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
+    const numbered_barrier<128> bar{2 + wg};
+    out_group_held held{};   /* OQUANT last: this warpgroup's rows of the tile before, counted in late */
     walk_tiles([&](const tile_rows &t, int nb, int n, bool has_rows, bool) {
         const int set = n & 1;
         clear_sums<Cfg>(acc, facc);
@@ -389,15 +391,24 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             mbar_wait(&rows_filled[set], (n >> 1) & 1);
             rows = rows_of(set);
         }
+        /* OQUANT last: each warpgroup its own 64 rows; those of the tile
+         * before count in now (their stores are out) and settle once this
+         * tile's are written. */
+        if constexpr (last_quants<Cfg>())
+            out_group_count_in<Cfg>(a, held, ctid & 127, bar);
         if (has_rows)
             write_chunks<Cfg>(a, t, nb, warp, lane, wg, ctid & 127, acc, facc, sC,
                               out_rows{rows.dst + 64 * wg, rows.w + 64 * wg});
         mbar_arrive(&rows_free[set]);
-        /* OQUANT last: each warpgroup its own 64 rows. */
-        if constexpr (last_quants<Cfg>())
-            if (has_rows && out_group_last<Cfg>(a, t, nb, 64 * wg, ctid & 127, numbered_barrier<128>{2 + wg}))
-                quantize_out_group<Cfg, 128, 64>(a, t, nb, 64 * wg, ctid & 127);
+        if constexpr (last_quants<Cfg>()) {
+            out_group_settle<Cfg, 128, 64>(a, held, ctid & 127, bar, ctid & 127);
+            held = {t, nb, 64 * wg, 0, has_rows};
+        }
     });
+    if constexpr (last_quants<Cfg>()) {
+        out_group_count_in<Cfg>(a, held, ctid & 127, bar);
+        out_group_settle<Cfg, 128, 64>(a, held, ctid & 127, bar, ctid & 127);
+    }
     if constexpr (CL > 1)
         cluster_sync();
 }

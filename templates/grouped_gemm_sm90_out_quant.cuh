@@ -8,14 +8,18 @@
  * writer (the threads that store a unit of 64 or BM rows of the tile:
  * the CTA, its computing warpgroups, or one of them) stores its activated
  * rows in 16 bits as without OQUANT, then counts itself in at the unit's
- * counter for g (arrive_last); the last of the group's writers reads the
- * group's 16-bit rows back through L2 and quantizes them by the act step's
- * code (act_quant_wide.cuh, STEPS: the same bytes and scales as that step).
- * What the GEMM saves: the act step's launch and its read of the activated
- * rows from DRAM; what it pays: the fence, the count and the group's read
- * from L2 in one writer of each group, in its epilogue, before its next
- * tile's MMAs (on an H100, 0.90x to 1.22x what the act step took:
- * DeepSeek-V3 fp8, docs/PERFORMANCE.md, session 53).
+ * counter for g (out_group_count_in); the last of the group's writers
+ * reads the group's 16-bit rows back through L2 and quantizes them by the
+ * act step's code (act_quant_wide.cuh, STEPS: the same bytes and scales as
+ * that step; out_group_settle). What the GEMM saves: the act step's launch
+ * and its read of the activated rows from DRAM; what it pays: the fence,
+ * the count and the group's read from L2 in one writer of each group, in
+ * its epilogue, before its next tile's MMAs. Counted at once, each tile's
+ * writers waited for their stores and then for the count (on an H100 the
+ * GEMM took 0.90x to 1.22x what the act step had taken more: DeepSeek-V3
+ * fp8, docs/PERFORMANCE.md, session 53); the persistent pipes now count a
+ * tile in at the next tile's epilogue, before its stores, and read the
+ * count after them (session 54).
  *
  * The kernel's argument is then mt_gemv_slot_args (gemv_args.h), whose
  * act_q and act_scale say where to quantize to; its first member, `gemm`,
@@ -52,16 +56,6 @@ template <class Cfg> __device__ __forceinline__ out_group out_group_of(const mt_
     o.of = (o.width + COLS - 1) / COLS;
     o.count = a.tile_count + (int64_t)((t.mb * Cfg::BM + row0) / 64) * o.groups + o.g;
     return o;
-}
-
-/* Count the writers of rows row0.. of tile (t, nb) in (tid of those that
- * meet by bar), once their stores are visible: true on each of them for the
- * group's last. */
-template <class Cfg, class Bar>
-__device__ bool out_group_last(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid, Bar bar)
-{
-    const out_group o = out_group_of<Cfg>(a, t, nb, row0);
-    return arrive_last(o.count, o.of, tid, bar);
 }
 
 /* The group's last writer: quantize its columns of rows row0 .. row0 +
@@ -116,6 +110,40 @@ __device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, in
     }
     if (tid == 0)
         *o.count = 0;
+}
+
+/* Count the writers of the held unit in (tid of those that meet by bar),
+ * once their stores are visible; thread 0 keeps the count before its own
+ * (h.ticket), which out_group_settle reads, so that the writers may do
+ * other work while the count comes back. Nothing where no unit is held. */
+template <class Cfg, class Bar>
+__device__ void out_group_count_in(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar)
+{
+    if (!h.live)
+        return;
+    /* This thread's stores are visible GPU-wide before its later writes
+     * (a release: unlike __threadfence, L1 is left as it is) ... */
+    asm volatile("fence.release.gpu;\n" ::: "memory");
+    bar.sync();   /* ... and so are every thread's, before the count says so */
+    if (tid == 0)
+        h.ticket = atomicAdd(out_group_of<Cfg>(a, h.t, h.nb, h.row0).count, 1);
+}
+
+/* After out_group_count_in, on the same threads: if theirs was the group's
+ * last count, those with qtid in [0, THREADS) quantize the held unit's
+ * group (quantize_out_group, qtid their index). Then nothing is held. */
+template <class Cfg, int THREADS, int ROWS, class Bar>
+__device__ void out_group_settle(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar, int qtid)
+{
+    if (!h.live)
+        return;
+    h.live = false;
+    const bool last = tid == 0 && h.ticket == out_group_of<Cfg>(a, h.t, h.nb, h.row0).of - 1;
+    if (!bar.any(last))
+        return;
+    __threadfence();   /* read the others' stores only after seeing them all counted */
+    if (qtid >= 0)
+        quantize_out_group<Cfg, THREADS, ROWS>(a, h.t, h.nb, h.row0, qtid);
 }
 
 } // namespace mt

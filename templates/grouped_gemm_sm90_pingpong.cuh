@@ -173,6 +173,8 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
     float *sC = reinterpret_cast<float *>(sm.epi + G * S::EPI_BYTES);
     Acc acc[1][S::ACC_NT][4] = {};
     float facc[1][S::BLOCK ? S::ACC_NT : 1][4];
+    const numbered_barrier<GT> bar{2 + G};
+    out_group_held held{};   /* OQUANT last: this group's tile before, counted in late */
     for (int n = G;; n += 2) {
         const int set = n % SETS;
         mbar_wait(&sm.rows_filled[set], (n / SETS) & 1);
@@ -192,15 +194,24 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
             compute_tile<Cfg>(acc, facc, bs, sm.sA, sm.sB, sm.full, sm.empty, 0, true, k_tiles, n * k_tiles);
         });
         mbar_arrive(&sm.turn[1 - G]);
+        /* OQUANT last: the tile before counts in now (its stores are out)
+         * and settles once this one is written. */
+        if constexpr (last_quants<Cfg>())
+            out_group_count_in<Cfg>(a, held, gtid, bar);
         /* This group has written its last tile out: its fp32 tile is free. */
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
         stage_tile<Cfg>(a, t, nb, warp, lane, acc, facc, sC);
         asm volatile("bar.sync %0, %1;\n" ::"r"(2 + G), "n"(GT) : "memory");
         write_tile<Cfg, GT>(a, t, nb, sC, gtid, sm.rows_of(set));
         mbar_arrive(&sm.rows_free[set]);
-        if constexpr (last_quants<Cfg>())
-            if (out_group_last<Cfg>(a, t, nb, 0, gtid, numbered_barrier<GT>{2 + G}))
-                quantize_out_group<Cfg, GT, Cfg::BM>(a, t, nb, 0, gtid);
+        if constexpr (last_quants<Cfg>()) {
+            out_group_settle<Cfg, GT, Cfg::BM>(a, held, gtid, bar, gtid);
+            held = {t, nb, 0, 0, true};
+        }
+    }
+    if constexpr (last_quants<Cfg>()) {
+        out_group_count_in<Cfg>(a, held, gtid, bar);
+        out_group_settle<Cfg, GT, Cfg::BM>(a, held, gtid, bar, gtid);
     }
 }
 
