@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Session 54: a copy of a tuned database holding only the entries of one
-problem at the given M, each with GEMM1 replaced by its twin that applies
-the activation and quantizes its own output for GEMM2 (grouped_gemm_sm90
+"""Session 54: a copy of a tuned database holding only the entries of the
+given problems (E:N, of one quant mode) at the given M, each with GEMM1
+replaced by its twin that applies the activation and quantizes its own output for GEMM2 (grouped_gemm_sm90
 OQUANT=last) and without the act step: the same-call A/B of the stored
 pipelines against those twins (scripts/gpu-steps.sh abdb). A GEMM1 that
 stores its rows (the act step applies the activation) becomes its "silu"
@@ -9,14 +9,15 @@ twin. The twins go in with their source and image from the templates of
 MT_TEMPLATE_DIR (MT_CLI, default build/moetune), stamped by the templates'
 hash through `moetune db refresh`, which the script runs last.
 
-  oqlast-twin.py IN.db OLD.db NEW.db --E 128 --N 768 --quant fp8-block --M 2048 --M 4096
+  oqlast-twin.py IN.db OLD.db NEW.db --problem 128:768 --problem 256:256 --quant fp8-block \
+      --M 2048 --M 4096
 
 OLD.db: the same entries unchanged (the A/B's old side)."""
 import argparse, hashlib, os, shutil, sqlite3, subprocess, tempfile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("src"); ap.add_argument("old"); ap.add_argument("new")
-ap.add_argument("--E", type=int, required=True); ap.add_argument("--N", type=int, required=True)
+ap.add_argument("--problem", action="append", required=True, help="E:N")
 ap.add_argument("--quant", required=True)
 ap.add_argument("--M", type=int, action="append", required=True)
 o = ap.parse_args()
@@ -24,11 +25,14 @@ cli = os.environ.get("MT_CLI") or "build/moetune"
 
 def keep_points(path):
     db = sqlite3.connect(path)
-    ids = [r[0] for r in db.execute("select id from problem_key where E = ? and N = ? and quant = ?",
-                                    (o.E, o.N, o.quant))]
-    assert len(ids) == 1, f"{len(ids)} problem keys match"
-    db.execute("delete from entry where key_id != ? or M not in (%s)" % ",".join("?" * len(o.M)),
-               [ids[0]] + o.M)
+    ids = []
+    for p in o.problem:
+        E, N = map(int, p.split(":"))
+        ids += [r[0] for r in db.execute("select id from problem_key where E = ? and N = ? and quant = ?",
+                                         (E, N, o.quant))]
+    assert len(ids) == len(o.problem), f"{len(ids)} problem keys match {o.problem}"
+    db.execute("delete from entry where key_id not in (%s) or M not in (%s)" %
+               (",".join("?" * len(ids)), ",".join("?" * len(o.M))), ids + o.M)
     db.commit()
     return db
 
@@ -57,7 +61,7 @@ for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").f
                     hashlib.sha256(image).hexdigest(), thash))
     pipe = ";".join(f"{k}={new if k == 'gemm1' else v}" for k, _, v in steps if k != "act")
     db.execute("update entry set pipeline = ? where id = ?", (pipe, eid))
-    print(f"entry M={M}: gemm1 {new}, no act step")
+    print(f"entry {eid} M={M}: gemm1 {new}, no act step")
 db.commit()
 db.execute("pragma journal_mode=delete")
 db.close()
