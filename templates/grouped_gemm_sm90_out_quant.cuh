@@ -62,7 +62,7 @@ template <class Cfg> __device__ __forceinline__ out_group out_group_of(const mt_
  * ROWS - 1 into act_q and act_scale, by THREADS threads (tid of them), and
  * re-arm the counter. A thread takes one 8-value chunk (16 a group) of
  * rows RSTEP apart, all its loads first, so that the L2 latency is paid
- * once. */
+ * once, then each step for all its chunks. */
 template <class Cfg, int THREADS, int ROWS>
 __device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, int nb, int row0, int tid)
 {
@@ -92,22 +92,34 @@ __device__ void quantize_out_group(const mt_gemm_args &a, const tile_rows &t, in
         if (live[i] && in_cols)
             load_chunk<T, -1>(qa, quant_row<T>{C + crow[i] * a.ldc, 1.0f}, c, k[i], ldcg_chunks{});
     }
+    /* Each step for every chunk before the next step, so that the chunks'
+     * independent work interleaves: a warpgroup quantizing is one warp a
+     * scheduler, with nothing else to hide one chunk's latencies. */
+    float v[ITERS][8], m[ITERS], sc[ITERS];
 #pragma unroll
     for (int i = 0; i < ITERS; i++) {
-        float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (live[i] && in_cols)
-            chunk_values<T, -1, true>(qa, k[i], v);
-        float m = amax8(v);
 #pragma unroll
-        for (int off = 8; off > 0; off >>= 1)   /* the 16 lanes of one row */
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-        const float sc = act_scale<Q>(m);
+        for (int q = 0; q < 8; q++)
+            v[i][q] = 0.f;
+        if (live[i] && in_cols)
+            chunk_values<T, -1, true>(qa, k[i], v[i]);
+        m[i] = amax8(v[i]);
+    }
+#pragma unroll
+    for (int off = 8; off > 0; off >>= 1)   /* the 16 lanes of one row */
+#pragma unroll
+        for (int i = 0; i < ITERS; i++)
+            m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], off));
+#pragma unroll
+    for (int i = 0; i < ITERS; i++)
+        sc[i] = act_scale<Q>(m[i]);
+#pragma unroll
+    for (int i = 0; i < ITERS; i++)
         if (live[i] && in_cols) {
             if (c == 0)
-                s.act_scale[crow[i] * o.groups + o.g] = sc;
-            chunk_scale<Q, true>(sc).store(qa, (int)crow[i], 16 * o.g + c, v, true);
+                s.act_scale[crow[i] * o.groups + o.g] = sc[i];
+            chunk_scale<Q, true>(sc[i]).store(qa, (int)crow[i], 16 * o.g + c, v[i], true);
         }
-    }
     if (tid == 0)
         *o.count = 0;
 }
