@@ -15,11 +15,13 @@
  * and its read of the activated rows from DRAM; what it pays: the fence,
  * the count and the group's read from L2 in one writer of each group, in
  * its epilogue, before its next tile's MMAs. Counted at once, each tile's
- * writers waited for their stores and then for the count (on an H100 the
- * GEMM took 0.90x to 1.22x what the act step had taken more: DeepSeek-V3
- * fp8, docs/PERFORMANCE.md, session 53); the persistent pipes now count a
- * tile in at the next tile's epilogue, before its stores, and read the
- * count after them (session 54).
+ * writers waited for their stores and then for the count (session 53: on
+ * an H100 the GEMM grew by 0.90x to 1.22x the act step's time,
+ * DeepSeek-V3 fp8); the persistent pipes now count a tile in at the next
+ * tile's epilogue, before its stores, and read the count after them
+ * (session 54: on the H200, before quantize_out_group took its steps for
+ * all chunks together, those GEMMs still grew by 1.7x to 4.0x the act
+ * step's time, DeepSeek-V3 fp8 and Qwen3 fp8; docs/PERFORMANCE.md).
  *
  * The kernel's argument is then mt_gemv_slot_args (gemv_args.h), whose
  * act_q and act_scale say where to quantize to; its first member, `gemm`,
