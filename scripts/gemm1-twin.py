@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""A pair of tuned databases for a same-call A/B of GEMM1 forms
+(scripts/gpu-steps.sh abdb): OLD holds the entries of the given problems
+(E:N, of one quant mode) at the given M unchanged; NEW the same entries with
+GEMM1 replaced by a twin of the same tile (grouped_gemm_sm90):
+
+  --twin oqlast  the twin that applies the activation and quantizes its own
+                 output for GEMM2 (OQUANT=last), and no act step (session 54);
+  --twin silu    a GEMM1 that stores its rows unactivated (`store`, the act
+                 step applying silu) becomes its `silu` twin, and the act step
+                 quantizes only (its `none` kernel; session 55).
+
+A GEMM1 that stores its rows becomes a `silu` tile in both forms. The twins
+go in with their source and image from the templates of MT_TEMPLATE_DIR
+(MT_CLI, default build/moetune), stamped by the templates' hash through
+`moetune db refresh`, which the script runs last.
+
+  gemm1-twin.py IN.db OLD.db NEW.db --twin oqlast --problem 128:768 --problem 256:256 \\
+      --quant fp8-block --M 2048 --M 4096"""
+import argparse, hashlib, os, shutil, sqlite3, subprocess, sys, tempfile
+
+ap = argparse.ArgumentParser()
+ap.add_argument("src"); ap.add_argument("old"); ap.add_argument("new")
+ap.add_argument("--twin", choices=("oqlast", "silu"), required=True)
+ap.add_argument("--problem", action="append", required=True, help="E:N")
+ap.add_argument("--quant", required=True)
+ap.add_argument("--M", type=int, action="append", required=True)
+o = ap.parse_args()
+cli = os.environ.get("MT_CLI") or "build/moetune"
+
+def keep_points(path):
+    db = sqlite3.connect(path)
+    ids = []
+    for p in o.problem:
+        E, N = map(int, p.split(":"))
+        ids += [r[0] for r in db.execute("select id from problem_key where E = ? and N = ? and quant = ?",
+                                         (E, N, o.quant))]
+    if len(ids) != len(o.problem):
+        sys.exit(f"gemm1-twin: {len(ids)} problem keys of {o.quant} match {o.problem}")
+    db.execute("delete from entry where key_id not in (%s) or M not in (%s)" %
+               (",".join("?" * len(ids)), ",".join("?" * len(o.M))), ids + o.M)
+    db.commit()
+    return db
+
+def add_kernel(db, old, new, fields_changed):
+    """Kernel `new` (generated and compiled) beside `old`, whose variant it
+    takes with fields_changed."""
+    arch, family, variant, thash = db.execute(
+        "select arch, family, variant, template_hash from kernel where name = ?", (old,)).fetchone()
+    if db.execute("select 1 from kernel where name = ? and arch = ?", (new, arch)).fetchone():
+        return
+    source = subprocess.run([cli, "gen", "emit", new, "--arch", arch], check=True,
+                            capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([cli, "gen", "compile", new, "--arch", arch, "--quiet", "-o", tmp], check=True)
+        image = open(os.path.join(tmp, arch, new + ".cubin"), "rb").read()
+    fields = dict(f.split("=", 1) for f in variant.split(";"))
+    fields.update({"name": new, **fields_changed})
+    db.execute("insert into kernel (name, arch, family, variant, source, source_sha256, image,"
+               " image_sha256, is_ptx, template_hash) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+               (new, arch, family, ";".join(f"{k}={v}" for k, v in fields.items()), source,
+                hashlib.sha256(source.encode()).hexdigest(), image,
+                hashlib.sha256(image).hexdigest(), thash))
+
+for path in (o.old, o.new):
+    shutil.copyfile(o.src, path)
+keep_points(o.old).close()
+db = keep_points(o.new)
+for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").fetchall():
+    steps = dict(s.partition("=")[::2] for s in pipe.split(";"))
+    old = steps["gemm1"]
+    if "_sm90_" not in old:
+        sys.exit(f"gemm1-twin: entry {eid} M={M}: GEMM1 {old} is not a grouped_gemm_sm90 tile")
+    silu = old.replace("_store_", "_silu_")
+    if o.twin == "oqlast":
+        new = silu + "_oqlast"
+        add_kernel(db, old, new, {"p.epilogue": "silu", "p.OQUANT": "last"})
+        steps.pop("act", None)
+        what = "no act step"
+    else:
+        if silu == old:
+            sys.exit(f"gemm1-twin: entry {eid} M={M}: GEMM1 {old} applies the activation already")
+        new = silu
+        add_kernel(db, old, new, {"p.epilogue": "silu"})
+        act = steps["act"].replace("_silu_", "_none_")
+        if not db.execute("select 1 from kernel where name = ?", (act,)).fetchone():
+            sys.exit(f"gemm1-twin: entry {eid} M={M}: no kernel {act} in {o.src}")
+        steps["act"] = act
+        what = f"act {act}"
+    steps["gemm1"] = new
+    db.execute("update entry set pipeline = ? where id = ?",
+               (";".join(f"{k}={v}" for k, v in steps.items()), eid))
+    print(f"entry {eid} M={M}: gemm1 {new}, {what}")
+db.commit()
+db.execute("pragma journal_mode=delete")
+db.close()
+subprocess.run([cli, "db", "refresh", o.new], check=True)
