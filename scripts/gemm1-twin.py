@@ -8,25 +8,29 @@ GEMM1 replaced by a twin of the same tile (grouped_gemm_sm90):
                  output for GEMM2 (OQUANT=last), and no act step (session 54);
   --twin silu    a GEMM1 that stores its rows unactivated (`store`, the act
                  step applying silu) becomes its `silu` twin, and the act step
-                 quantizes only (its `none` kernel; session 55).
+                 quantizes only (its `none` kernel; session 55);
+  --twin same    GEMM1 itself, its source and image made again from the
+                 templates (a template change timed on the stored pipelines).
 
 A GEMM1 that stores its rows becomes a `silu` tile in both forms. The twins
 go in with their source and image from the templates of MT_TEMPLATE_DIR
-(MT_CLI, default build/moetune), stamped by the templates' hash through
+(MT_CLI, default build/moetune; scripts/kernel_images.py), stamped by the templates' hash through
 `moetune db refresh`, which the script runs last.
 
   gemm1-twin.py IN.db OLD.db NEW.db --twin oqlast --problem 128:768 --problem 256:256 \\
       --quant fp8-block --M 2048 --M 4096"""
-import argparse, hashlib, os, shutil, sqlite3, subprocess, sys, tempfile
+import argparse, os, shutil, sqlite3, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernel_images import CLI, add_kernel, remake_kernel  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("src"); ap.add_argument("old"); ap.add_argument("new")
-ap.add_argument("--twin", choices=("oqlast", "silu"), required=True)
+ap.add_argument("--twin", choices=("oqlast", "silu", "same"), required=True)
 ap.add_argument("--problem", action="append", required=True, help="E:N")
 ap.add_argument("--quant", required=True)
 ap.add_argument("--M", type=int, action="append", required=True)
 o = ap.parse_args()
-cli = os.environ.get("MT_CLI") or "build/moetune"
 
 def keep_points(path):
     db = sqlite3.connect(path)
@@ -42,26 +46,6 @@ def keep_points(path):
     db.commit()
     return db
 
-def add_kernel(db, old, new, fields_changed):
-    """Kernel `new` (generated and compiled) beside `old`, whose variant it
-    takes with fields_changed."""
-    arch, family, variant, thash = db.execute(
-        "select arch, family, variant, template_hash from kernel where name = ?", (old,)).fetchone()
-    if db.execute("select 1 from kernel where name = ? and arch = ?", (new, arch)).fetchone():
-        return
-    source = subprocess.run([cli, "gen", "emit", new, "--arch", arch], check=True,
-                            capture_output=True, text=True).stdout
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([cli, "gen", "compile", new, "--arch", arch, "--quiet", "-o", tmp], check=True)
-        image = open(os.path.join(tmp, arch, new + ".cubin"), "rb").read()
-    fields = dict(f.split("=", 1) for f in variant.split(";"))
-    fields.update({"name": new, **fields_changed})
-    db.execute("insert into kernel (name, arch, family, variant, source, source_sha256, image,"
-               " image_sha256, is_ptx, template_hash) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-               (new, arch, family, ";".join(f"{k}={v}" for k, v in fields.items()), source,
-                hashlib.sha256(source.encode()).hexdigest(), image,
-                hashlib.sha256(image).hexdigest(), thash))
-
 for path in (o.old, o.new):
     shutil.copyfile(o.src, path)
 keep_points(o.old).close()
@@ -72,7 +56,11 @@ for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").f
     if "_sm90_" not in old:
         sys.exit(f"gemm1-twin: entry {eid} M={M}: GEMM1 {old} is not a grouped_gemm_sm90 tile")
     silu = old.replace("_store_", "_silu_")
-    if o.twin == "oqlast":
+    if o.twin == "same":
+        new = old
+        remake_kernel(db, old)
+        what = "made again from the templates"
+    elif o.twin == "oqlast":
         new = silu + "_oqlast"
         add_kernel(db, old, new, {"p.epilogue": "silu", "p.OQUANT": "last"})
         steps.pop("act", None)
@@ -94,4 +82,4 @@ for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").f
 db.commit()
 db.execute("pragma journal_mode=delete")
 db.close()
-subprocess.run([cli, "db", "refresh", o.new], check=True)
+subprocess.run([CLI, "db", "refresh", o.new], check=True)

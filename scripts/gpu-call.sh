@@ -59,3 +59,15 @@ retune_points() {
     MT_TUNE_CANDIDATES=3 MT_RETUNE_RESERVE=150 bash scripts/gpu-retune.sh
   echo "== call: $(( $(date +%s) - T0 )) s"
 }
+
+# ab_pair NAME PROBLEMS M_LIST: the A/B (gpu-steps.sh abdb, runs old new new
+# old) of .gpu/ab-NAME-old.db.gz against .gpu/ab-NAME-new.db.gz (made by
+# scripts/gemm1-twin.py, renamed to this card by db_as_this_gpu) at the
+# problems PROBLEMS (gpu-bench-all.sh names) and M_LIST, within 150 s.
+ab_pair() {
+  gunzip -f ".gpu/ab-$1-old.db.gz" ".gpu/ab-$1-new.db.gz" &&
+    db_as_this_gpu ".gpu/ab-$1-old.db" "/tmp/ab-$1-old.db" && db_as_this_gpu ".gpu/ab-$1-new.db" "/tmp/ab-$1-new.db" ||
+    { echo "== ab_pair $1: no A/B files"; return 1; }
+  MT_BENCH_PROBLEMS="$2" MT_AB_M=$3 MT_AB_OLD_DB=/tmp/ab-$1-old.db MT_AB_NEW_DB=/tmp/ab-$1-new.db \
+    MT_AB_RUN_TIMEOUT=40 timeout 150 scripts/gpu-steps.sh abdb
+}
