@@ -27,6 +27,7 @@
  */
 #pragma once
 #include "act_quant.cuh"
+#include "silu_steps.cuh"
 
 namespace mt {
 
@@ -55,12 +56,6 @@ __device__ __forceinline__ float quotient_steps(float x, const divisor &d)
     const float q0 = __fmul_rn(x, d.r);
     return copysignf(__fmaf_rn(__fmaf_rn(-q0, d.s, x), d.r, q0), q0);
 }
-
-/* Eight values, returned by value from the fallbacks out of line below (an
- * array by reference would put the caller's values in local memory). */
-struct f8 {
-    float v[8];
-};
 
 /* The chunk's quotients by IEEE divisions: chunk_quotients' fallback, out
  * of line, so that the loop's code is the common path's. */
@@ -100,35 +95,6 @@ __device__ __forceinline__ void chunk_quotients(const float (&v)[8], const divis
         for (int i = 0; i < 8; i++)
             q[i] = w.v[i];
     }
-}
-
-/* silu(x) of mt_device.cuh, bit for bit: its IEEE division x / d, d = 1 +
- * expf(-x), as the division's own fast path computes it (an approximate
- * reciprocal, a Newton step, the quotient and its correction), without the
- * division's range check and branch per value. *slow is set, and the caller
- * then calls silu() itself, where x is outside [-40, 2^64] (below -40 d
- * nears 2^58, above 2^64 and inf or NaN the quotient's steps overflow),
- * where |x| is under 2^-100 (a residual could lose bits), and at zero, so
- * that the quotient is never zero and needs no sign fixed (its magnitude
- * is at least 2^-101); and where d's significand is all ones: there a
- * reciprocal an ulp low makes the Newton step land on a tie. The tests are
- * one flag (& of predicates, no branch per test). tests/test_numeric.cpp
- * checks the steps for every reciprocal within 2 ulps of 1/d (rcp.approx
- * is within one) over every bf16 and fp16 x of the domain;
- * tests/gpu/gpu_numeric.c runs this function against silu() on the GPU for
- * all of them, and the act kernels' chunks (fallback included) for every
- * eight consecutive bf16 and fp16 values. */
-__device__ __forceinline__ float silu_steps(float x, bool &slow)
-{
-    const float d = 1.0f + expf(-x);
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
-    r = __fmaf_rn(__fmaf_rn(-d, r, 1.0f), r, r);
-    const float q0 = __fmul_rn(x, r);
-    const bool fast = (x >= -40.0f) & (x <= 0x1p64f) & (fabsf(x) >= 0x1p-100f) &
-                      ((__float_as_uint(d) & 0x7fffffu) != 0x7fffffu);
-    slow |= !fast;
-    return __fmaf_rn(__fmaf_rn(-d, q0, x), r, q0);
 }
 
 /* silu() of a chunk's eight gate values (two per 32-bit word, as loaded):

@@ -14,6 +14,7 @@
  */
 #pragma once
 #include "mt_device.cuh"
+#include "silu_steps.cuh"
 
 namespace mt {
 
@@ -520,15 +521,24 @@ __device__ __forceinline__ void write_tile(const mt_gemm_args &a, const tile_row
     /* The vector's values (v: the staged row, up: a fused tile's up half)
      * weighted and activated. */
     auto weigh_vec = [&](float w, float (&v)[8], const float (&up)[8]) {
+        /* Gate and up are rounded to the element type first, as the
+         * unfused path stores them: the fused result then matches the
+         * unfused one (and the oracle's rounding points). silu by silu8,
+         * the act step's steps (bit for bit silu()). */
 #pragma unroll
-        for (int q = 0; q < 8; q++) {
-            /* Gate and up are rounded to the element type first, as the
-             * unfused path stores them: the fused result then matches the
-             * unfused one (and the oracle's rounding points). */
-            if constexpr (S::FUSED)
-                v[q] = activate<Cfg::EPI - 1>(round_to<T>(v[q] * w)) * round_to<T>(up[q] * w);
-            else
-                v[q] = v[q] * w;
+        for (int q = 0; q < 8; q++)
+            v[q] = S::FUSED ? round_to<T>(v[q] * w) : v[q] * w;
+        if constexpr (S::FUSED) {
+            if constexpr (Cfg::EPI == 1) {
+                silu8(v);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    v[q] = activate<Cfg::EPI - 1>(v[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                v[q] *= round_to<T>(up[q] * w);
         }
     };
     /* ... and stored, or summed. */

@@ -358,9 +358,10 @@ static void test_quantizers(void **state)
  * (chunk_values, silu by the steps, a chunk with a value outside their
  * domain done again by silu_by_division): every eight consecutive bf16 and
  * fp16 values as a chunk of gate values (up 1), against silu() rounded to
- * the element type, bit for bit (NaN for NaN): zeros of both signs,
- * subnormals, values past 40 and 2^64, infinities and NaNs all come in
- * chunks of their own. */
+ * the element type, bit for bit (NaN for NaN), and the same eight values
+ * through silu8 (the fused GEMM epilogues' silu) against silu(): zeros of
+ * both signs, subnormals, values past 40 and 2^64, infinities and NaNs all
+ * come in chunks of their own. */
 static const char wide_src[] =
     "#include \"act_quant_wide.cuh\"\n"
     "__device__ void check(float x, float s, float q, unsigned *bad) {\n"
@@ -405,10 +406,20 @@ static const char wide_src[] =
     "  mt_quant_args a = {};\n"
     "  float v[8];\n"
     "  mt::chunk_values<T, 0, true>(a, k, v);\n"
+    "  float g[8];\n"
+    "  for (int q = 0; q < 8; q++) g[q] = q & 1 ? mt::hi_of<T>(k.x.w[q / 2]) : mt::lo_of<T>(k.x.w[q / 2]);\n"
     "  for (int q = 0; q < 8; q++) {\n"
-    "    const float want = mt::round_to<T>(mt::silu(q & 1 ? mt::hi_of<T>(k.x.w[q / 2]) : mt::lo_of<T>(k.x.w[q / 2])));\n"
+    "    const float want = mt::round_to<T>(mt::silu(g[q]));\n"
     "    if (__float_as_uint(v[q]) != __float_as_uint(want) && !(v[q] != v[q] && want != want))\n"
     "      atomicAdd(bad, 1u);\n"
+    "  }\n"
+    "  float e[8];\n"
+    "  for (int q = 0; q < 8; q++) e[q] = g[q];\n"
+    "  mt::silu8(e);\n"
+    "  for (int q = 0; q < 8; q++) {\n"
+    "    const float want = mt::silu(g[q]);\n"
+    "    if (__float_as_uint(e[q]) != __float_as_uint(want) && !(e[q] != e[q] && want != want))\n"
+    "      atomicAdd(bad + 1, 1u);\n"
     "  }\n"
     "}\n"
     "extern \"C\" __global__ void silu_chunks_bf16(unsigned *bad) { silu_chunks<mt::bf16>(0x3f80u, bad); }\n"
@@ -448,19 +459,21 @@ static void test_wide_division_steps(void **state)
     printf("wide steps: silu %u values (%u by silu() itself), %u differ; quotients of %u pairs "
            "(%u of them bounded too): %u differ from the division, %u quantize otherwise\n", n,
            slow[0], bad[0], n * ns, slow[1], bad[1], bad[2]);
-    /* The act kernels' chunks: 8192 a dtype, a thread each. */
-    unsigned chunk_bad[2];
-    CUdeviceptr dchunk = dalloc(4);
+    /* The act kernels' chunks, and the fused GEMM epilogues' eight values
+     * (silu8): 8192 a dtype, a thread each. */
+    unsigned chunk_bad[2][2];
+    CUdeviceptr dchunk = dalloc(8);
     for (int dt = 0; dt < 2; dt++) {
         CUfunction fc;
         CU(mt_cu.cuModuleGetFunction(&fc, mod, dt ? "silu_chunks_f16" : "silu_chunks_bf16"));
-        CU(mt_cu.cuMemsetD8(dchunk, 0, 4));
+        CU(mt_cu.cuMemsetD8(dchunk, 0, 8));
         void *cargs[] = {&dchunk};
         launch(fc, 0x10000 / 8, cargs);
-        CU(mt_cu.cuMemcpyDtoH(&chunk_bad[dt], dchunk, 4));
+        CU(mt_cu.cuMemcpyDtoH(chunk_bad[dt], dchunk, 8));
     }
     printf("wide steps: act chunks of every bf16 and fp16 value (silu, up 1): %u and %u differ from "
-           "silu()\n", chunk_bad[0], chunk_bad[1]);
+           "silu(); silu8 of them: %u and %u differ\n", chunk_bad[0][0], chunk_bad[1][0], chunk_bad[0][1],
+           chunk_bad[1][1]);
     CUdeviceptr all[] = {dx, ds, dbad, dslow, dchunk};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         mt_cu.cuMemFree(all[i]);
@@ -469,8 +482,10 @@ static void test_wide_division_steps(void **state)
     assert_int_equal(bad[0], 0);
     assert_int_equal(bad[1], 0);
     assert_int_equal(bad[2], 0);
-    assert_int_equal(chunk_bad[0], 0);
-    assert_int_equal(chunk_bad[1], 0);
+    for (int dt = 0; dt < 2; dt++) {
+        assert_int_equal(chunk_bad[dt][0], 0);
+        assert_int_equal(chunk_bad[dt][1], 0);
+    }
 }
 
 int main(void)
