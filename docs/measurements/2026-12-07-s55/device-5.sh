@@ -2,7 +2,7 @@
 # Session 55: the fused epilogues' silu by the act step's steps (silu8,
 # templates/silu_steps.cuh), on any Hopper card (staged as device-1.sh with
 # the A/B files of the README in .gpu/):
-#   MT_CALL_LIMIT=560 bash docs/measurements/2026-12-07-s55/device-5.sh
+#   MT_CALL_LIMIT=540 bash docs/measurements/2026-12-07-s55/device-5.sh
 # 1. gpu_numeric (silu_steps against silu() over every bf16 and fp16
 #    value), then gpu_moe and gpu_quant over the fused silu tiles (filter
 #    _silu_: against the oracle, and the fused pipelines against their

@@ -2,7 +2,7 @@
 # Session 55: both shipped files after their silu kernels were made again
 # from the templates (scripts/db-remake.py, silu8), on any Hopper card
 # (staged as device-1.sh):
-#   MT_CALL_LIMIT=280 bash docs/measurements/2026-12-07-s55/device-6.sh
+#   MT_CALL_LIMIT=250 bash docs/measurements/2026-12-07-s55/device-6.sh
 # 1. gpu_runtime on each file (this card's own entries where it is this
 #    card's file, else the same compute capability's), with the file named
 #    so that the runtime takes it as shipped.
