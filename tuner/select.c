@@ -191,16 +191,18 @@ double mt_gemm_model_us(const mt_variant *v, const mt_problem *p, int second, in
     const double t_mem = full * fmax(wave_ctas * per_cta / bw, cta_s) +
                          (rest > 0.0 ? fmax(rest * per_cta / bw, cta_s) : 0.0);
     const double t = fmax(t_mem, flops / (790e12 * mma_eff));
-    /* A tiled GEMM1 quantizing its output for GEMM2 (OQUANT=last): the act
-     * launch saved, as for grouped_gemv, and no more. The act step's read
-     * of the activated rows is saved too, but the last tile of each group
-     * reads them back from L2 in its epilogue, and on an H100 that GEMM1
-     * grew by 0.90x to 1.22x the act step's time (DeepSeek-V3 fp8, M =
-     * 1024 to 4096: docs/PERFORMANCE.md, session 53). Such a tile then ranks just
-     * ahead of its step-fed twin, and stage 3's OQUANT round times the
-     * twin. */
-    const double no_act_us = !second && mt_variant_quantizes_out(v) ? MODEL_ACT_US : 0.0;
-    return t * 1e6 + (second ? 0.0 : MODEL_ALIGN_US) - no_act_us;
+    /* A tiled GEMM1 quantizing its output for GEMM2 (OQUANT=last) saves
+     * the act launch, but the last tile of each group reads the group back
+     * from L2 and quantizes it in its epilogue, on the computing
+     * warpgroups, and that GEMM1 grew by 0.9x to 4x the act step's time:
+     * every pipeline with it timed so far was slower than with its
+     * step-fed twin (1.003x to 1.31x; H100 sessions 53 and 55, H200
+     * session 54, docs/PERFORMANCE.md). So it is modelled as the twin and
+     * the act launch more: it ranks just behind the twin, which stage 1
+     * takes, and stage 3's OQUANT round still times it against the
+     * winner. */
+    const double oq_us = !second && mt_variant_quantizes_out(v) ? MODEL_ACT_US : 0.0;
+    return t * 1e6 + (second ? 0.0 : MODEL_ALIGN_US) + oq_us;
 }
 
 typedef struct ranked {
