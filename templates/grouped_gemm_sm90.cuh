@@ -58,6 +58,8 @@ template <class Cfg, class Bar>
 __device__ void out_group_count_in(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar);
 template <class Cfg, int THREADS, int ROWS, class Bar>
 __device__ void out_group_settle(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar, int qtid);
+template <class Cfg, int THREADS, int ROWS, class Bar>
+__device__ void out_group_flush(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar, int qtid);
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -1068,8 +1070,7 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
          * hold too few registers for it). */
         if constexpr (last_quants<Cfg>()) {
             out_group_held h{t, nb, 0, 0, true};
-            out_group_count_in<Cfg>(a, h, tid, cta_barrier{});
-            out_group_settle<Cfg, S::CONSUMERS, Cfg::BM>(a, h, tid, cta_barrier{}, tid - 128);
+            out_group_flush<Cfg, S::CONSUMERS, Cfg::BM>(a, h, tid, cta_barrier{}, tid - 128);
         }
     } else {
         const int ntiles = num_tiles<Cfg>(a);
@@ -1161,10 +1162,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90(const mt_gemm_args &a)
                 }
                 n++;
             }
-            if constexpr (last_quants<Cfg>()) {
-                out_group_count_in<Cfg>(a, held, ctid, Bar{});
-                out_group_settle<Cfg, S::CONSUMERS, Cfg::BM>(a, held, ctid, Bar{}, ctid);
-            }
+            if constexpr (last_quants<Cfg>())
+                out_group_flush<Cfg, S::CONSUMERS, Cfg::BM>(a, held, ctid, Bar{}, ctid);
         }
     }
 }

@@ -405,10 +405,8 @@ template <class Cfg> __device__ void grouped_gemm_sm90_chunked(const mt_gemm_arg
             held = {t, nb, 64 * wg, 0, has_rows};
         }
     });
-    if constexpr (last_quants<Cfg>()) {
-        out_group_count_in<Cfg>(a, held, ctid & 127, bar);
-        out_group_settle<Cfg, 128, 64>(a, held, ctid & 127, bar, ctid & 127);
-    }
+    if constexpr (last_quants<Cfg>())
+        out_group_flush<Cfg, 128, 64>(a, held, ctid & 127, bar, ctid & 127);
     if constexpr (CL > 1)
         cluster_sync();
 }

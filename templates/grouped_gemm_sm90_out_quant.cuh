@@ -160,4 +160,13 @@ __device__ void out_group_settle(const mt_gemm_args &a, out_group_held &h, int t
         quantize_out_group<Cfg, THREADS, ROWS>(a, h.t, h.nb, h.row0, qtid);
 }
 
+/* The held unit counted in and settled at once: ws's one tile, and the
+ * persistent pipes' last one after their loop. */
+template <class Cfg, int THREADS, int ROWS, class Bar>
+__device__ void out_group_flush(const mt_gemm_args &a, out_group_held &h, int tid, Bar bar, int qtid)
+{
+    out_group_count_in<Cfg>(a, h, tid, bar);
+    out_group_settle<Cfg, THREADS, ROWS>(a, h, tid, bar, qtid);
+}
+
 } // namespace mt

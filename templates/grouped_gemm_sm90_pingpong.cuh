@@ -209,10 +209,8 @@ __device__ __forceinline__ void pingpong_consumer(const mt_gemm_args &a, const p
             held = {t, nb, 0, 0, true};
         }
     }
-    if constexpr (last_quants<Cfg>()) {
-        out_group_count_in<Cfg>(a, held, gtid, bar);
-        out_group_settle<Cfg, GT, Cfg::BM>(a, held, gtid, bar, gtid);
-    }
+    if constexpr (last_quants<Cfg>())
+        out_group_flush<Cfg, GT, Cfg::BM>(a, held, gtid, bar, gtid);
 }
 
 template <class Cfg> __device__ void grouped_gemm_sm90_pingpong(const mt_gemm_args &a)
