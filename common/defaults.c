@@ -67,6 +67,7 @@ static void sm90_default(const mt_problem *p, mt_default_gemm *out)
      * (16-bit BLOCK_K 128) are there for the GPU tests. */
     want(out, "BLOCK_K", eight ? "128" : "64");
     want(out, "OQUANT", "step");   /* the act step quantizes GEMM2's A */
+    want(out, "TURNS", "no");      /* MMAs at once: the turns are the tuner's to weigh */
     if (a < 24) {
         snprintf(out->block_m, sizeof out->block_m, "%d", a < 12 ? 16 : 32);
         want(out, "SWAP", "yes");
@@ -102,7 +103,10 @@ void mt_default_gemm_for(const mt_problem *p, const char *arch, mt_default_gemm 
  * version, that lacks it) stands for; NULL: it is needed. */
 static const char *absent_param_value(const char *name)
 {
-    return !strcmp(name, "SPLIT_K") ? "1" : !strcmp(name, "OQUANT") ? "step" : NULL;
+    return !strcmp(name, "SPLIT_K")  ? "1"
+           : !strcmp(name, "OQUANT") ? "step"
+           : !strcmp(name, "TURNS")  ? "no"
+                                     : NULL;
 }
 
 int mt_default_gemm_is(const mt_variant *v, const mt_problem *p)

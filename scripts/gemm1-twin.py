@@ -10,7 +10,12 @@ GEMM1 replaced by a twin of the same tile (grouped_gemm_sm90):
                  step applying silu) becomes its `silu` twin, and the act step
                  quantizes only (its `none` kernel; session 55);
   --twin same    GEMM1 itself, its source and image made again from the
-                 templates (a template change timed on the stored pipelines).
+                 templates (a template change timed on the stored pipelines);
+  --twin turns   GEMM1, and GEMM2 too, each where it is a block-mode tile of
+                 two computing warpgroups on one tile (128 rows, PIPE ws or
+                 persist), by its twin whose warpgroups issue their MMAs in
+                 turns (TURNS=yes, session 56); an entry with neither is
+                 dropped from both files.
 
 A GEMM1 that stores its rows becomes a `silu` tile in both forms. The twins
 go in with their source and image from the templates of MT_TEMPLATE_DIR
@@ -26,7 +31,7 @@ from kernel_images import CLI, add_kernel, remake_kernel  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("src"); ap.add_argument("old"); ap.add_argument("new")
-ap.add_argument("--twin", choices=("oqlast", "silu", "same"), required=True)
+ap.add_argument("--twin", choices=("oqlast", "silu", "same", "turns"), required=True)
 ap.add_argument("--problem", action="append", required=True, help="E:N")
 ap.add_argument("--quant", required=True)
 ap.add_argument("--M", type=int, action="append", required=True)
@@ -46,8 +51,25 @@ def keep_points(path):
     db.commit()
     return db
 
+def takes_turns(db, name):
+    """Whether kernel `name` has a TURNS=yes twin (grouped_gemm_sm90.lua's rule)."""
+    row = db.execute("select variant from kernel where name = ?", (name,)).fetchone()
+    f = dict(x.split("=", 1) for x in row[0].split(";")) if row else {}
+    return (f.get("p.quant") in ("fp8-block", "int8-block") and f.get("p.SWAP") == "no"
+            and f.get("p.BLOCK_M") == "128" and f.get("p.PIPE") in ("ws", "persist")
+            and f.get("p.TURNS", "no") == "no")
+
 for path in (o.old, o.new):
     shutil.copyfile(o.src, path)
+if o.twin == "turns":   # the entries with a GEMM to twin, in both files
+    for path in (o.old, o.new):
+        db = keep_points(path)
+        for eid, pipe in db.execute("select id, pipeline from entry").fetchall():
+            steps = dict(s.partition("=")[::2] for s in pipe.split(";"))
+            if not (takes_turns(db, steps["gemm1"]) or takes_turns(db, steps.get("gemm2", ""))):
+                db.execute("delete from entry where id = ?", (eid,))
+        db.commit()
+        db.close()
 keep_points(o.old).close()
 db = keep_points(o.new)
 for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").fetchall():
@@ -56,7 +78,19 @@ for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").f
     if "_sm90_" not in old:
         sys.exit(f"gemm1-twin: entry {eid} M={M}: GEMM1 {old} is not a grouped_gemm_sm90 tile")
     silu = old.replace("_store_", "_silu_")
-    if o.twin == "same":
+    if o.twin == "turns":
+        new, twins = old, []
+        for step in ("gemm1", "gemm2"):
+            name = steps[step]
+            if takes_turns(db, name):   # "_tnyes" goes before an "_oqlast" tail
+                last = name.endswith("_oqlast")
+                twin = name[:-len("_oqlast")] + "_tnyes_oqlast" if last else name + "_tnyes"
+                add_kernel(db, name, twin, {"p.TURNS": "yes"})
+                steps[step] = twin
+                twins.append(step)
+        new = steps["gemm1"]
+        what = "turns in " + " and ".join(twins)
+    elif o.twin == "same":
         new = old
         remake_kernel(db, old)
         what = "made again from the templates"

@@ -768,6 +768,47 @@ template <class Cfg> __device__ __forceinline__ bool wg_rows_in_table(const out_
         return __shfl_sync(0xffffffffu, rows.dst[wg * 64] >= 0 ? 1 : 0, 0) != 0;
 }
 
+/* Cfg::TURNS, an enumerator the variants of TURNS yes declare (only they,
+ * as PAD_SKIP). */
+template <class C> __device__ constexpr auto turns_of(int) -> decltype(C::TURNS, bool())
+{
+    return C::TURNS != 0;
+}
+template <class C> __device__ constexpr bool turns_of(long) { return false; }
+/* MMA turns (TURNS yes: block modes, two computing warpgroups on one tile).
+ * A block-mode K tile is MMAs, a wait for them, then the fold of their sums
+ * on the warpgroup's own threads (compute_tile_by). Both warpgroups wait
+ * for the same stage, so left alone they issue their MMAs together, the
+ * tensor cores finish both sets at about the same time, and then both
+ * warpgroups fold while the tensor cores idle: in Nsight Compute's
+ * per-instruction view of the H100 file's Qwen3 fp8 M = 4096 GEMM1 the
+ * computing warps spent about a third of their samples in the MMA wait and
+ * a quarter in the fold (docs/PERFORMANCE.md, session 56). With turns,
+ * warpgroup 0 issues a K tile's MMAs first and warpgroup 1 after it (named
+ * barriers 4 and 5, 256 threads: the one whose turn it is waits, the other
+ * arrives once its MMAs are issued), so the tensor cores run warpgroup 0's
+ * MMAs, then warpgroup 1's while warpgroup 0 folds, and so on. Per tile:
+ * warpgroup 0 waits for its turn from its second K tile on and passes it on
+ * every K tile; warpgroup 1 waits on every K tile and passes it on all but
+ * its last, so that each barrier's arrivals and waits pair up within the
+ * tile. The sums are those of the loop without turns, bit for bit. */
+template <class Cfg> struct mma_turns {
+    static constexpr bool ON = turns_of<Cfg>(0);
+    int wg;
+    __device__ __forceinline__ void wait(int kt, int kt0) const
+    {
+        if constexpr (ON)
+            if (wg == 1 || kt > kt0)
+                asm volatile("bar.sync %0, 256;\n" ::"r"(4 + wg) : "memory");
+    }
+    __device__ __forceinline__ void pass(int kt, int kt_end) const
+    {
+        if constexpr (ON)
+            if (wg == 0 || kt + 1 < kt_end)
+                asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - wg) : "memory");
+    }
+};
+
 /* A computing warpgroup's MMAs over one output tile's K tiles kt0 ..
  * kt_end - 1 ("ws", "persist"; `it` and the range as in copy_tile). A stage goes back to the copiers once
  * its MMAs are done: in the block modes, which wait for them to fold the
@@ -786,6 +827,9 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
                                                 bool has_rows, int kt_end, int it, int kt0 = 0)
 {
     using S = sm90_shape<Cfg>;
+    const mma_turns<Cfg> turns{wg};
+    static_assert(!mma_turns<Cfg>::ON || (S::BLOCK && wg_may_skip<Cfg>()),
+                  "MMA turns: block modes, two computing warpgroups on one tile");
     if (!has_rows) {
         /* Kept rolled: unrolled, ptxas rebuilt the cleared sums at the exit
          * of each copy (700 instructions more in a block-scaled tile). */
@@ -793,6 +837,8 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
         for (int kt = kt0; kt < kt_end; kt++, it++) {
             const int stage = it % Cfg::STAGES;
             mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
+            turns.wait(kt, kt0);   /* no MMAs, but the turns go round as they do with them */
+            turns.pass(kt, kt_end);
             give_back(stage);
         }
         return;
@@ -801,7 +847,9 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
         const int stage = it % Cfg::STAGES;
         mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
         fence_proxy_async();
+        turns.wait(kt, kt0);
         mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
+        turns.pass(kt, kt_end);
         if constexpr (S::BLOCK) {
             wgmma_wait<0>();
             bs.take(S::stage_scales(sB, stage));

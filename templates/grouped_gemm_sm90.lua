@@ -181,7 +181,7 @@ for _, q in ipairs(QUANTS) do
         PAD_SKIP = "yes", only = ATMA_DEFAULT } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = t.PIPE == "sync" and "cp" or "tma",
                 SWAP = "no", EPI_COLS = t.EPI_COLS or 0, CLUSTER = t.CLUSTER or 1, ALOAD = t.ALOAD or "cp",
-                SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
+                SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step", TURNS = "no" }
     add_default(d, t, q)
   end
   -- Swapped tiles for a few tokens per expert: 64 or 128 weight rows deep
@@ -206,7 +206,7 @@ for _, q in ipairs(QUANTS) do
       { BLOCK_M = 16, BLOCK_N = 64,  STAGES = 8, PIPE = "persist" },
       { BLOCK_M = 32, BLOCK_N = 128, STAGES = 6, PIPE = "persist" } }) do
     local d = { quant = q, BLOCK_K = bk, FOLD = "wait", BLOAD = "tma", SWAP = "yes", GROUP_M = 1,
-                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
+                EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step", TURNS = "no" }
     add_default(d, t, q)
   end
 end
@@ -223,7 +223,22 @@ for _, q in ipairs({ "fp8-block", "int8-block" }) do
       { BLOCK_M = 64,  BLOCK_N = 128, STAGES = 4, GROUP_M = 8, PIPE = "pingpong" } }) do
     local d = { dtype = "bf16", epilogue = "silu", quant = q, BLOCK_K = 128, FOLD = "wait", BLOAD = "tma",
                 SWAP = "no", EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no",
-                OQUANT = "last" }
+                OQUANT = "last", TURNS = "no" }
+    add_default(d, t, q)
+  end
+end
+-- MMA turns (TURNS yes), block modes: the ws tile and the chunked persist
+-- tile with PAD_SKIP (the fp8 problems' GEMM1 at M = 4096), and that tile
+-- with its A rows by TMA (their GEMM2), so that the GPU tests prove the
+-- turns in each loop that takes them and in a warpgroup that skips its
+-- MMAs, and the tuner has them beside their twins.
+for _, q in ipairs({ "fp8-block", "int8-block" }) do
+  for _, t in ipairs({
+      { PIPE = "ws", STAGES = 5, EPI_COLS = 0, PAD_SKIP = "no", ALOAD = "cp" },
+      { PIPE = "persist", STAGES = 4, EPI_COLS = 64, PAD_SKIP = "yes", ALOAD = "cp" },
+      { PIPE = "persist", STAGES = 4, EPI_COLS = 64, PAD_SKIP = "yes", ALOAD = "tma" } }) do
+    local d = { quant = q, BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 128, GROUP_M = 8, FOLD = "wait", BLOAD = "tma",
+                SWAP = "no", CLUSTER = 1, SPLIT_K = 1, OQUANT = "step", TURNS = "yes" }
     add_default(d, t, q)
   end
 end
@@ -243,7 +258,7 @@ for _, t in ipairs({
     { BLOCK_M = 64,  BLOCK_N = 128, GROUP_M = 8, PIPE = "pingpong", ALOAD = "tma" },
     { BLOCK_M = 128, BLOCK_N = 128, GROUP_M = 8, PIPE = "persist", EPI_COLS = 32, CLUSTER = 2 } }) do
   local d = { quant = "none", BLOCK_K = 128, STAGES = 3, FOLD = "wait", BLOAD = "tma", SWAP = "no",
-              EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step" }
+              EPI_COLS = 0, CLUSTER = 1, ALOAD = "cp", SPLIT_K = 1, PAD_SKIP = "no", OQUANT = "step", TURNS = "no" }
   add_default(d, t, "none")
 end
 
@@ -315,6 +330,12 @@ return {
     -- others on an H100 (docs/PERFORMANCE.md, sessions 35 and 37), so the
     -- tuner chooses. Added to version 7: "no" stays out of the names.
     { name = "PAD_SKIP", abbrev = "ps", values = { "no", "yes" }, omit_in_name = "no" },
+    -- Block modes with two computing warpgroups on one tile: "yes", they
+    -- issue each K tile's MMAs in turns, warpgroup 0 first, so that one
+    -- folds its sums while the tensor cores run the other's MMAs (mma_turns,
+    -- grouped_gemm_sm90.cuh); "no", both at once. Added to version 7: "no"
+    -- stays out of the names.
+    { name = "TURNS",    abbrev = "tn", values = { "no", "yes" }, omit_in_name = "no" },
     -- GEMM1 with the activation fused, block modes: "last", the last tile
     -- of each row block's 128-column group to store its activated rows
     -- reads the group back from L2 and quantizes it for GEMM2, as the act
@@ -344,6 +365,10 @@ return {
     end
     if p.PAD_SKIP == "yes" and (p.PIPE ~= "persist" or swapped(p) or p.BLOCK_M ~= 128) then
       return false, "PAD_SKIP: the persistent tiles of two computing warpgroups (128 token rows)"
+    end
+    if p.TURNS == "yes" and (not block_scaled(p.quant) or swapped(p) or p.BLOCK_M ~= 128
+                             or (p.PIPE ~= "ws" and p.PIPE ~= "persist")) then
+      return false, "TURNS: block modes, two computing warpgroups on one tile (128 token rows, PIPE ws or persist)"
     end
     if p.OQUANT == "last" then
       if EPI[p.epilogue] == 0 or not block_scaled(p.quant) then
@@ -443,7 +468,7 @@ struct ${NAME}_cfg {
     static constexpr int BM = ${BM}, BN = ${BN}, BK = ${BK}, GROUP_M = ${GROUP_M}, STAGES = ${STAGES};
     static constexpr int PIPE = ${PIPE}, BLOAD = ${BLOAD}, ALOAD = ${ALOAD};
     static constexpr bool SWAP = ${SWAP};
-${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}${PAD_SKIP}${LAST_QUANT}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
+${EPI_COLS}${CLUSTER}${SPLIT_K}${SUM_TOPK}${PAD_SKIP}${LAST_QUANT}${TURNS}    static constexpr int WARPS_M = ${MMA_M} / 16, WARPS_N = 1;   /* wgmma D layout, gemm_tile.cuh */
 ${MMA}
 };
 extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAME}(const __grid_constant__ ${ARGS} args)
@@ -466,6 +491,7 @@ extern "C" __global__ void __launch_bounds__(${THREADS}, 1) ${CLUSTER_DIMS}${NAM
       -- emit into the image as a global of its own.
       PAD_SKIP = p.PAD_SKIP == "yes" and "    enum { PAD_SKIP = 1 };\n" or "",
       LAST_QUANT = last_quant and "    enum { LAST_QUANT = 1 };\n" or "",
+      TURNS = p.TURNS == "yes" and "    enum { TURNS = 1 };\n" or "",
       ARGS = last_quant and "mt_gemv_slot_args" or "mt_gemm_args",
       GEMM_ARGS = last_quant and ".gemm" or "",
       CLUSTER_DIMS = p.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1) ", p.CLUSTER) or "",

@@ -318,8 +318,9 @@ static int strip_tail(const char *name, size_t *len, const char *tail)
  * with block scales too; tiles under 64 token rows are all swapped. PIPE pingpong: two computing warpgroups and a copying one
  * (384 threads), each group a whole tile: 64 token rows, or swapped 64
  * weight rows. SPLIT_K > 1 ("_sk2", "_sk4"): swapped "ws" tiles
- * that store their rows only. PAD_SKIP=yes ("_psyes", last of all): the
- * persistent tiles of 128 unswapped token rows only. */
+ * that store their rows only. PAD_SKIP=yes ("_psyes"): the persistent
+ * tiles of 128 unswapped token rows only. TURNS=yes ("_tnyes", last of
+ * all): block modes, 128 unswapped token rows, PIPE ws or persist. */
 static void test_sm90_swap_names_and_pruning(void **state)
 {
     (void)state;
@@ -332,7 +333,7 @@ static void test_sm90_swap_names_and_pruning(void **state)
         mt_prune_report r;
         mt_variant *v = family_points(g, "grouped_gemm_sm90", "sm_90a", 0, kv, &n, &r);
         int swapped = 0, v6_name = 0, pingpong = 0, swapped_pingpong = 0, split = 0;
-        int swapped_persist = 0, pad_skips = 0;
+        int swapped_persist = 0, pad_skips = 0, turns = 0;
         for (size_t i = 0; i < n; i++) {
             const int swap = !strcmp(mt_variant_get(&v[i], "SWAP"), "yes");
             const char *pipe = mt_variant_get(&v[i], "PIPE");
@@ -346,7 +347,18 @@ static void test_sm90_swap_names_and_pruning(void **state)
              * PIPE sync (no copying warpgroup), CTA pairs or swapped
              * operands. */
             size_t len = strlen(v[i].name);
-            /* PAD_SKIP=yes ("_psyes", last of all): the persistent tiles of
+            /* TURNS=yes ("_tnyes", last of all): the block modes' tiles of
+             * two unswapped computing warpgroups on one tile, ws or persist. */
+            const int turn = !strcmp(mt_variant_get(&v[i], "TURNS"), "yes");
+            assert_int_equal(strip_tail(v[i].name, &len, "_tnyes"), turn);
+            if (turn) {
+                turns++;
+                assert_string_equal(quants[q], "fp8-block");
+                assert_true(!strcmp(pipe, "ws") || !strcmp(pipe, "persist"));
+                assert_int_equal(mt_variant_int(&v[i], "BLOCK_M", 0), 128);
+                assert_false(swap);
+            }
+            /* PAD_SKIP=yes ("_psyes", before it): the persistent tiles of
              * two unswapped computing warpgroups only. */
             const int pad_skip = !strcmp(mt_variant_get(&v[i], "PAD_SKIP"), "yes");
             assert_int_equal(strip_tail(v[i].name, &len, "_psyes"), pad_skip);
@@ -402,6 +414,9 @@ static void test_sm90_swap_names_and_pruning(void **state)
         assert_true(pad_skips > 0);
         assert_true(reason_count(&r, "PAD_SKIP: the persistent tiles of two computing warpgroups "
                                      "(128 token rows)") > 0);
+        assert_true(q == 0 ? turns == 0 : turns > 0);
+        assert_true(reason_count(&r, "TURNS: block modes, two computing warpgroups on one tile (128 token "
+                                     "rows, PIPE ws or persist)") > 0);
         free(v);
     }
     mt_gen_close(g);

@@ -639,10 +639,14 @@ static void test_model_tiled_out_quant(void **state)
     size_t pick[64];
     const size_t k = mt_select_stage(v, n, &p, 1, 0, SM_COUNT, 64, pick);
     /* The shape's pick: one of its step-fed tiles (stage 1 takes one tile
-     * of a shape, whatever its epilogue), not the OQUANT=last one. */
+     * of a shape, whatever its epilogue), not the OQUANT=last one; no tile
+     * of TURNS yes (stage 3's to time, as a register cap). */
     size_t at_s = k, at_l = k;
     for (size_t i = 0; i < k; i++) {
-        at_s = v + pick[i] == s || v + pick[i] == st ? i : at_s;
+        const mt_variant *u = v + pick[i];
+        const char *turns = mt_variant_get(u, "TURNS");
+        assert_string_equal(turns ? turns : "no", "no");
+        at_s = u == s || u == st ? i : at_s;
         at_l = v + pick[i] == l ? i : at_l;
     }
     printf("  qwen3 fp8 M=4096: of %zu GEMM1 picks, OQUANT=last at %zu, a step-fed twin at %zu\n", k, at_l,
@@ -790,6 +794,44 @@ static void test_neighbours_pad_skip(void **state)
     assert_int_equal(ws, 1);
     free(pick);
     free(sv);
+}
+
+/* Stage 3's TURNS round: from the chunked persist fp8 tile (the Qwen3 fp8
+ * M = 4096 GEMM1 of both shipped files) its one twin with MMA turns; along
+ * PIPE from the unchunked persist twin, the sync tile (no copying
+ * warpgroup, no turns) comes with TURNS no, the ws twin keeps its turns. */
+static void test_neighbours_turns(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    mt_variant *v = sm90_points("fp8-block", "store", &n);
+    static const char *const base = "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m128_n128_k128_g8_s4_"
+                                    "ppersist_fwait_btma_e64_psyes";
+    char twin_name[MT_VARIANT_NAME_MAX];
+    snprintf(twin_name, sizeof twin_name, "%s_tnyes", base);
+    const mt_variant *plain = named(v, n, base), *twin = named(v, n, twin_name);
+    size_t *pick = malloc(n * sizeof *pick);
+    assert_non_null(pick);
+    size_t k = mt_select_neighbours(v, n, plain, "TURNS", pick);
+    assert_int_equal(k, 1);
+    assert_ptr_equal(&v[pick[0]], twin);
+    k = mt_select_neighbours(v, n, named(v, n, "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m128_n128_k128_"
+                                                "g8_s4_ppersist_fwait_btma_tnyes"), "PIPE", pick);
+    int ws_turns = 0, sync = 0;
+    for (size_t i = 0; i < k; i++) {
+        const mt_variant *u = &v[pick[i]];
+        if (!strcmp(mt_variant_get(u, "PIPE"), "sync")) {
+            sync++;
+            assert_string_equal(mt_variant_get(u, "TURNS"), "no");
+        }
+        ws_turns += !strcmp(u->name, "mtk_grouped_gemm_sm90_bf16_fp8xblock_standard_store_m128_n128_k128_g8_s4_"
+                                     "pws_fwait_btma_tnyes");
+    }
+    printf("  fp8 persist 128 x 128 with turns: %zu neighbours along PIPE, %d sync\n", k, sync);
+    assert_int_equal(ws_turns, 1);
+    assert_int_equal(sync, 1);
+    free(pick);
+    free(v);
 }
 
 /* Stage 3's register caps of a one-token grouped_gemv tile: from the
@@ -944,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_neighbours_follow_the_loads),
         cmocka_unit_test(test_neighbours_persist_in_chunks),
         cmocka_unit_test(test_neighbours_pad_skip),
+        cmocka_unit_test(test_neighbours_turns),
         cmocka_unit_test(test_neighbours_sm_warps),
         cmocka_unit_test(test_find_unchained),
         cmocka_unit_test(test_neighbours_block_k),

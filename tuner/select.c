@@ -222,13 +222,14 @@ static int by_time(const void *a, const void *b)
  * (NULL-terminated): a PIPE may need other weight loads or, for a wide
  * tile to run "persist", its epilogue in
  * column chunks, and a "persist" tile of PAD_SKIP yes leaves it for the
- * other pipelines with PAD_SKIP no; CTA pairs exist only with column
+ * other pipelines with PAD_SKIP no (a tile of TURNS yes for "pingpong" with
+ * TURNS no); CTA pairs exist only with column
  * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws; a longer
  * K tile holds more bytes a stage, so it may need fewer stages; a register
  * cap of SM_WARPS warps an SM is whole CTAs of some WARPS only (20: of 4). */
 static const char *const *followers_of(const char *param)
 {
-    static const char *const pipe[] = {"BLOAD", "EPI_COLS", "PAD_SKIP", NULL}, *const chunks[] = {"CLUSTER", NULL},
+    static const char *const pipe[] = {"BLOAD", "EPI_COLS", "PAD_SKIP", "TURNS", NULL}, *const chunks[] = {"CLUSTER", NULL},
                              *const split[] = {"PIPE", NULL}, *const stages[] = {"STAGES", NULL},
                              *const cap[] = {"SM_WARPS", NULL}, *const none[] = {NULL};
     return !strcmp(param, "PIPE")       ? pipe
@@ -428,8 +429,10 @@ static size_t select_stage(const mt_variant *all, size_t n, const mt_variant *po
         const char *epi = mt_variant_get(&all[i], "epilogue");
         /* A register cap (grouped_gemv SM_WARPS) is stage 3's to time: the
          * model cannot weigh it, and its copies of a tile would tie with it
-         * and fill the candidates. */
-        if (!epi || mt_variant_int(&all[i], "SM_WARPS", 0) > 0)
+         * and fill the candidates. So are MMA turns (grouped_gemm_sm90
+         * TURNS=yes), for the same reasons. */
+        const char *turns = mt_variant_get(&all[i], "TURNS");
+        if (!epi || mt_variant_int(&all[i], "SM_WARPS", 0) > 0 || (turns && !strcmp(turns, "yes")))
             continue;
         if (stage == 1) {
             const mt_variant *key = &all[i];
