@@ -788,24 +788,31 @@ template <class C> __device__ constexpr bool turns_of(long) { return false; }
  * barriers 4 and 5, 256 threads: the one whose turn it is waits, the other
  * arrives once its MMAs are issued), so the tensor cores run warpgroup 0's
  * MMAs, then warpgroup 1's while warpgroup 0 folds, and so on. Per tile:
- * warpgroup 0 waits for its turn from its second K tile on and passes it on
- * every K tile; warpgroup 1 waits on every K tile and passes it on all but
- * its last, so that each barrier's arrivals and waits pair up within the
- * tile. The sums are those of the loop without turns, bit for bit. */
-template <class Cfg> struct mma_turns {
-    static constexpr bool ON = turns_of<Cfg>(0);
+ * warpgroup 0 waits for its turn from its second K tile on, warpgroup 1 on
+ * every K tile, and each passes it on every K tile; after its last K tile
+ * warpgroup 0 waits once more, for warpgroup 1's last pass (close). So no
+ * barrier takes a second arrival before the wait that pairs with the first
+ * (warpgroup 0 cannot pass twice, across the end of a tile, while warpgroup
+ * 1 lags), and none is left with an arrival when the tile ends. The sums
+ * are those of the loop without turns, bit for bit. */
+template <class Cfg> struct mma_turns {   /* no static constexpr member: see wg_may_skip */
     int wg;
     __device__ __forceinline__ void wait(int kt, int kt0) const
     {
-        if constexpr (ON)
+        if constexpr (turns_of<Cfg>(0))
             if (wg == 1 || kt > kt0)
                 asm volatile("bar.sync %0, 256;\n" ::"r"(4 + wg) : "memory");
     }
-    __device__ __forceinline__ void pass(int kt, int kt_end) const
+    __device__ __forceinline__ void pass() const
     {
-        if constexpr (ON)
-            if (wg == 0 || kt + 1 < kt_end)
-                asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - wg) : "memory");
+        if constexpr (turns_of<Cfg>(0))
+            asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - wg) : "memory");
+    }
+    __device__ __forceinline__ void close(int kt0, int kt_end) const
+    {
+        if constexpr (turns_of<Cfg>(0))
+            if (wg == 0 && kt_end > kt0)
+                asm volatile("bar.sync 4, 256;\n" ::: "memory");
     }
 };
 
@@ -828,7 +835,7 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
 {
     using S = sm90_shape<Cfg>;
     const mma_turns<Cfg> turns{wg};
-    static_assert(!mma_turns<Cfg>::ON || (S::BLOCK && wg_may_skip<Cfg>()),
+    static_assert(!turns_of<Cfg>(0) || (S::BLOCK && wg_may_skip<Cfg>()),
                   "MMA turns: block modes, two computing warpgroups on one tile");
     if (!has_rows) {
         /* Kept rolled: unrolled, ptxas rebuilt the cleared sums at the exit
@@ -838,9 +845,10 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
             const int stage = it % Cfg::STAGES;
             mbar_wait(&full[stage], (it / Cfg::STAGES) & 1);
             turns.wait(kt, kt0);   /* no MMAs, but the turns go round as they do with them */
-            turns.pass(kt, kt_end);
+            turns.pass();
             give_back(stage);
         }
+        turns.close(kt0, kt_end);
         return;
     }
     for (int kt = kt0; kt < kt_end; kt++, it++) {
@@ -849,7 +857,7 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
         fence_proxy_async();
         turns.wait(kt, kt0);
         mma_stage<Cfg>(acc, sA + stage * S::A_STAGE, sB + stage * S::B_STAGE, wg);
-        turns.pass(kt, kt_end);
+        turns.pass();
         if constexpr (S::BLOCK) {
             wgmma_wait<0>();
             bs.take(S::stage_scales(sB, stage));
@@ -865,6 +873,7 @@ __device__ __forceinline__ void compute_tile_by(AccT &acc, FAccT &facc, Scales &
     if constexpr (!S::BLOCK)
         if (kt_end > kt0)
             give_back((it - 1) % Cfg::STAGES);
+    turns.close(kt0, kt_end);
 }
 template <class Cfg, class AccT, class FAccT, class Scales>
 __device__ __forceinline__ void compute_tile(AccT &acc, FAccT &facc, Scales &bs, const unsigned char *sA,
