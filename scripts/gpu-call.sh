@@ -50,6 +50,18 @@ c.commit(); c.close()
 PY
 }
 
+# silu8_proof: session 55's silu8 (templates/silu_steps.cuh) on this card:
+# gpu_numeric, and gpu_moe and gpu_quant (fp8-block, int8-block) over the
+# fused silu tiles, then gpu_runtime on the shipped H200 file (its silu
+# kernels remade from silu8), its log gzipped into $out.
+silu8_proof() {
+  MT_STEPS_KEEP_GOING=1 MT_STEP_TESTS="gpu_numeric: gpu_moe:_silu_ gpu_quant:_silu_" \
+    MT_GPU_QUANT_MODES=fp8-block,int8-block MT_TEST_TIMEOUT=110 scripts/gpu-steps.sh tests
+  MT_SHIPPED_DB=db/tuned/nvidia-h200.db timeout 100 .gpu/bin/gpu_runtime >"$out/runtime-shipped.log" 2>&1
+  echo "== gpu_runtime on the shipped file: exit $?; $(grep -E '^FAIL|checks,' "$out/runtime-shipped.log" | tail -3 | tr '\n' ' ')"
+  gzip -9 "$out/runtime-shipped.log"
+}
+
 # retune_points POINTS: scripts/gpu-retune.sh at POINTS ("NAME:M,M ...";
 # MT_NEXT_POINTS, where set, instead) with the rest of the call, 3 GEMM1
 # tiles per M, on any Hopper card (another card's own file), then the

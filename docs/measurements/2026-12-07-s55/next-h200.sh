@@ -17,11 +17,7 @@
 set -uo pipefail
 . scripts/gpu-call.sh
 case "$gpu" in "NVIDIA H200"*) ;; *) echo "== not an H200: stopping"; exit 3 ;; esac
-MT_STEPS_KEEP_GOING=1 MT_STEP_TESTS="gpu_numeric: gpu_moe:_silu_ gpu_quant:_silu_" MT_GPU_QUANT_MODES=fp8-block,int8-block \
-  MT_TEST_TIMEOUT=110 scripts/gpu-steps.sh tests
-MT_SHIPPED_DB=db/tuned/nvidia-h200.db timeout 100 .gpu/bin/gpu_runtime >"$out/runtime-shipped.log" 2>&1
-echo "== gpu_runtime on the shipped file: exit $?; $(grep -E '^FAIL|checks,' "$out/runtime-shipped.log" | tail -3 | tr '\n' ' ')"
-gzip -9 "$out/runtime-shipped.log"
+silu8_proof
 echo "== after the tests: $(left) s left"
 ab_pair silu8 "mixtral-8x7b dsv2-lite qwen3-30b-a3b qwen3-30b-a3b-fp8 dsv3-tp8-fp8" 1024,4096
 echo "== after the A/B: $(left) s left"
