@@ -79,7 +79,7 @@ for eid, M, pipe in db.execute("select id, M, pipeline from entry order by M").f
         sys.exit(f"gemm1-twin: entry {eid} M={M}: GEMM1 {old} is not a grouped_gemm_sm90 tile")
     silu = old.replace("_store_", "_silu_")
     if o.twin == "turns":
-        new, twins = old, []
+        twins = []
         for step in ("gemm1", "gemm2"):
             name = steps[step]
             if takes_turns(db, name):   # "_tnyes" goes before an "_oqlast" tail

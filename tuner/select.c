@@ -222,7 +222,7 @@ static int by_time(const void *a, const void *b)
  * (NULL-terminated): a PIPE may need other weight loads or, for a wide
  * tile to run "persist", its epilogue in
  * column chunks, and a "persist" tile of PAD_SKIP yes leaves it for the
- * other pipelines with PAD_SKIP no (a tile of TURNS yes for "pingpong" with
+ * other pipelines with PAD_SKIP no (a tile of TURNS yes for "sync" with
  * TURNS no); CTA pairs exist only with column
  * chunks; a swapped warpgroup-MMA tile splits K only in PIPE ws; a longer
  * K tile holds more bytes a stage, so it may need fewer stages; a register
