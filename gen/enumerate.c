@@ -36,23 +36,24 @@ const gen_target *gen_target_find(const char *arch)
 
 int mt_gen_arch_known(const char *arch) { return gen_target_find(arch) != NULL; }
 
-static void add_reason(mt_prune_report *r, const char *prefix, const char *reason)
+/* Count `count` points pruned for a reason. */
+static void add_reason(mt_prune_report *r, const char *prefix, const char *reason, int count)
 {
     char full[512], text[sizeof r->reasons[0].reason];
     snprintf(full, sizeof full, "%s%s%s", prefix ? prefix : "", prefix ? ": " : "", reason);
     mt_strlcpy(text, full, sizeof text);
     for (int i = 0; i < r->nreasons; i++)
         if (strcmp(r->reasons[i].reason, text) == 0) {
-            r->reasons[i].count++;
+            r->reasons[i].count += count;
             return;
         }
     if (r->nreasons < MT_PRUNE_MAX_REASONS) {
         mt_strlcpy(r->reasons[r->nreasons].reason, text, sizeof text);
-        r->reasons[r->nreasons++].count = 1;
+        r->reasons[r->nreasons++].count = count;
         return;
     }
     mt_strlcpy(r->reasons[MT_PRUNE_MAX_REASONS - 1].reason, "(other reasons)", sizeof text);
-    r->reasons[MT_PRUNE_MAX_REASONS - 1].count++;
+    r->reasons[MT_PRUNE_MAX_REASONS - 1].count += count;
 }
 
 /* Where the valid variants go, one at a time; cb returns nonzero to stop
@@ -85,12 +86,14 @@ static int out_push(const mt_variant *v, void *ctx)
 }
 
 /* The variant at a point for a target, threads and shared memory
- * included; *ok 0 (reason set, v untouched) when valid() refuses it. */
-static mt_status point_variant(gen_template *t, const int *point, const gen_target *tg, int *ok,
-                               char *reason, size_t reason_size, mt_variant *v, char *msg,
-                               size_t msg_size)
+ * included; *ok 0 (reason set, v untouched) when a parameter's only_if
+ * (unless gates_checked) or valid() refuses it. */
+static mt_status point_variant(gen_template *t, const int *point, const gen_target *tg,
+                               int gates_checked, int *ok, char *reason, size_t reason_size,
+                               mt_variant *v, char *msg, size_t msg_size)
 {
-    mt_status st = gen_template_valid(t, point, tg, ok, reason, reason_size, msg, msg_size);
+    mt_status st = gen_template_valid(t, point, tg, gates_checked, ok, reason, reason_size, msg,
+                                      msg_size);
     if (!st && *ok)
         st = gen_template_variant(t, point, tg->arch, v, msg, msg_size);
     if (!st && *ok)
@@ -101,13 +104,14 @@ static mt_status point_variant(gen_template *t, const int *point, const gen_targ
 /* One point of the walk: pruned (its reason counted) or handed to the
  * sink. */
 static mt_status visit_point(mt_gen *g, gen_template *t, const int *point, const gen_target *tg,
-                             int strict, sink *out, mt_prune_report *rep)
+                             int strict, int gates_checked, sink *out, mt_prune_report *rep)
 {
     char msg[2048], reason[128];
     rep->enumerated++;
     int ok = 1;
     mt_variant v;
-    mt_status st = point_variant(t, point, tg, &ok, reason, sizeof reason, &v, msg, sizeof msg);
+    mt_status st = point_variant(t, point, tg, gates_checked, &ok, reason, sizeof reason, &v, msg,
+                                 sizeof msg);
     if (st) {
         char vname[MT_VARIANT_NAME_MAX];
         mt_variant tmp;
@@ -118,7 +122,7 @@ static mt_status visit_point(mt_gen *g, gen_template *t, const int *point, const
         return gen_set_err(g, st, "%s (point %s, %s)", msg, vname, tg->arch);
     }
     if (!ok) {
-        add_reason(rep, strict ? NULL : t->family, reason);
+        add_reason(rep, strict ? NULL : t->family, reason, 1);
     } else {
         rep->valid++;
         if (out->cb(&v, out->ctx))
@@ -194,10 +198,57 @@ static mt_status walk_defaults(mt_gen *g, gen_template *t, int *const *choices, 
         int point[MT_VARIANT_MAX_PARAMS];
         for (int p = 0; p < np; p++)
             point[p] = recs[i].b[2 * p] << 8 | recs[i].b[2 * p + 1];
-        st = visit_point(g, t, point, tg, strict, out, rep);
+        st = visit_point(g, t, point, tg, strict, 0, out, rep);
     }
     free(recs);
     return st;
+}
+
+/* The full walk over the filters' choices. */
+typedef struct walk {
+    mt_gen *g;
+    gen_template *t;
+    const gen_target *tg;
+    int strict;
+    sink *out;
+    mt_prune_report *rep;
+    int *const *choices;
+    const int *nchoices;
+    int below[MT_VARIANT_MAX_PARAMS + 1];   /* points under a value of parameter q - 1 */
+    int point[MT_VARIANT_MAX_PARAMS];
+} walk;
+
+/* Parameters q and on, in the odometer's order (the last turns fastest).
+ * Where q's only_if refuses the parameters before it, q's values other
+ * than its first are counted as pruned, with the points under them,
+ * unvisited: a parameter offered in a corner of the space costs the walk
+ * that corner only. */
+static mt_status walk_from(walk *w, int q)
+{
+    gen_template *t = w->t;
+    if (q == t->nparams)
+        return visit_point(w->g, t, w->point, w->tg, w->strict, 1, w->out, w->rep);
+    int open = 1;
+    char reason[128] = "", msg[2048];
+    if (w->nchoices[q] > 1 || w->choices[q][0] != 0) {
+        mt_status st = gen_template_gate(t, q, w->point, w->tg, &open, reason, sizeof reason, msg,
+                                         sizeof msg);
+        if (st)
+            return gen_set_err(w->g, st, "%s (only_if of parameter %s of family %s, %s)", msg,
+                               t->params[q].name, t->family, w->tg->arch);
+    }
+    for (int k = 0; k < w->nchoices[q] && !w->out->stopped; k++) {
+        w->point[q] = w->choices[q][k];
+        if (!open && w->point[q] != 0) {
+            w->rep->enumerated += w->below[q + 1];
+            add_reason(w->rep, w->strict ? NULL : t->family, reason, w->below[q + 1]);
+            continue;
+        }
+        mt_status st = walk_from(w, q + 1);
+        if (st)
+            return st;
+    }
+    return MT_OK;
 }
 
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
@@ -206,7 +257,6 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
 {
     /* allowed[p][k]: the filters on parameter p admit value k. */
     unsigned char *allowed[MT_VARIANT_MAX_PARAMS] = {0};
-    int idx[MT_VARIANT_MAX_PARAMS] = {0}, point[MT_VARIANT_MAX_PARAMS];
     int *choices[MT_VARIANT_MAX_PARAMS] = {0}, nchoices[MT_VARIANT_MAX_PARAMS] = {0};
     mt_status st = MT_OK;
     for (int p = 0; p < t->nparams; p++) {
@@ -268,17 +318,18 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                          "add filters (at most %.0f)", t->family, total, MAX_POINTS);
         goto done;
     }
-    for (;;) {
-        for (int p = 0; p < t->nparams; p++)
-            point[p] = choices[p][idx[p]];
-        if ((st = visit_point(g, t, point, tg, strict, out, rep)) || out->stopped)
-            goto done;
-        int p = t->nparams - 1;   /* odometer: the last parameter turns fastest */
-        while (p >= 0 && ++idx[p] == nchoices[p])
-            idx[p--] = 0;
-        if (p < 0)
-            break;
+    char reason[128];
+    if (!gen_template_builds_for(t, tg, reason, sizeof reason)) {
+        rep->enumerated += (int)total;   /* every point refused, none walked */
+        add_reason(rep, strict ? NULL : t->family, reason, (int)total);
+        goto done;
     }
+    walk w = {.g = g, .t = t, .tg = tg, .strict = strict, .out = out, .rep = rep,
+              .choices = choices, .nchoices = nchoices};
+    w.below[t->nparams] = 1;
+    for (int p = t->nparams - 1; p >= 0; p--)
+        w.below[p] = w.below[p + 1] * nchoices[p];
+    st = walk_from(&w, 0);
 done:
     for (int p = 0; p < MT_VARIANT_MAX_PARAMS; p++) {
         free(allowed[p]);
@@ -377,7 +428,8 @@ mt_status mt_gen_find(mt_gen *g, const char *name, const char *arch, mt_variant 
         if (!gen_template_decode_name(t, name, point))
             continue;
         char msg[2048];
-        mt_status st = point_variant(t, point, tg, &ok, reason, sizeof reason, out, msg, sizeof msg);
+        mt_status st = point_variant(t, point, tg, 0, &ok, reason, sizeof reason, out, msg,
+                                     sizeof msg);
         if (st)
             return gen_set_err(g, st, "%s (variant %s)", msg, name);
         if (ok && strcmp(out->name, name) == 0)
@@ -423,7 +475,7 @@ mt_status mt_gen_resolve(mt_gen *g, const mt_variant *v, mt_variant *out)
         return st;
     char msg[2048], reason[128];
     int ok = 1;
-    st = point_variant(t, point, tg, &ok, reason, sizeof reason, out, msg, sizeof msg);
+    st = point_variant(t, point, tg, 0, &ok, reason, sizeof reason, out, msg, sizeof msg);
     if (st)
         return gen_set_err(g, st, "%s (variant %s)", msg, v->name);
     if (!ok)

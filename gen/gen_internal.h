@@ -51,6 +51,10 @@ typedef struct gen_param {
     int omit;                  /* index of the value left out of names, -1: none */
     int nvalues;
     gen_value *values;
+    /* only_if(p, target): where the parameter may take a value other than
+     * its first, p holding the parameters declared before it; a registry
+     * reference, LUA_NOREF where every value goes everywhere. */
+    int ref_only_if;
 } gen_param;
 
 typedef struct gen_default {   /* one default_set entry: param index -> value index, -1 = any */
@@ -69,6 +73,9 @@ typedef struct gen_template {
     char path[PATH_MAX];       /* the .lua file */
     char dir[PATH_MAX];        /* its folder */
     char doc[256];
+    /* The targets the family builds for (`archs`); none: every target. */
+    const gen_target *archs[8];
+    int narchs;
     int version;
     int nparams;
     gen_param params[MT_VARIANT_MAX_PARAMS];
@@ -94,9 +101,20 @@ mt_status gen_template_variant(const gen_template *t, const int *point, const ch
 int gen_template_decode_name(const gen_template *t, const char *name, int *point);
 mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *point, char *msg,
                              size_t msg_size);
-/* valid(p, target): *ok 1/0; reason set when 0. */
-mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg, int *ok,
-                             char *reason, size_t reason_size, char *msg, size_t msg_size);
+/* Whether the family builds for tg (its `archs`, or none declared); if
+ * not, reason says which targets it needs. */
+int gen_template_builds_for(const gen_template *t, const gen_target *tg, char *reason,
+                            size_t reason_size);
+/* Parameter q's only_if on the parameters before it in point (its own
+ * value not read): *ok 1/0, reason set when 0; *ok 1 where q has none. */
+mt_status gen_template_gate(gen_template *t, int q, const int *point, const gen_target *tg,
+                            int *ok, char *reason, size_t reason_size, char *msg, size_t msg_size);
+/* Whether a point is valid: the family builds for tg, each parameter off its first value checked by
+ * its only_if, in declaration order (unless gates_checked: a walk that has
+ * done so on the way), then valid(p, target). *ok 1/0; reason set when 0. */
+mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg,
+                             int gates_checked, int *ok, char *reason, size_t reason_size,
+                             char *msg, size_t msg_size);
 mt_status gen_template_launch(gen_template *t, const int *point, const gen_target *tg,
                               int *threads, int *smem, char *msg, size_t msg_size);
 /* render(p, name): *src malloc'd. */

@@ -15,18 +15,19 @@
 #include "gen/gen_internal.h"
 
 /* What one protected step needs and gives back. */
-typedef enum { STEP_LOAD, STEP_VALID, STEP_LAUNCH, STEP_RENDER } step_kind;
+typedef enum { STEP_LOAD, STEP_GATE, STEP_VALID, STEP_LAUNCH, STEP_RENDER } step_kind;
 
 typedef struct step {
     step_kind kind;
     gen_template *t;
     const char *family;      /* expected family (load) */
     const int *point;
+    int q;                   /* the gated parameter (STEP_GATE) */
     const gen_target *tg;
     const char *name;
     mt_status st;            /* a validation failure found in C */
     char msg[1024];
-    int ok;                  /* valid */
+    int ok;                  /* gate, valid */
     char reason[128];
     int threads, smem;       /* launch */
     char *src;               /* render, malloc'd */
@@ -174,7 +175,20 @@ static int load_params(lua_State *L, step *c, int tbl)
                 FAIL(c, "template %s: parameter '%s': omit_in_name must be one of its values",
                      t->family, p->name);
         }
-        lua_pop(L, 2);   /* omit_in_name, params[i] */
+        lua_pop(L, 1);   /* omit_in_name */
+        /* only_if: a function of the parameters declared before this one
+         * (and the target) saying where it may leave its first value, so
+         * that a walk skips the other values there unvisited. */
+        p->ref_only_if = LUA_NOREF;
+        ty = rawfield(L, -1, "only_if");
+        if (ty != LUA_TNIL && (ty != LUA_TFUNCTION || i == 0 || nv < 2))
+            FAIL(c, "template %s: parameter '%s': only_if must be a function, on a parameter "
+                    "with two values or more that is not the first declared", t->family, p->name);
+        if (ty == LUA_TNIL)
+            lua_pop(L, 1);
+        else
+            p->ref_only_if = luaL_ref(L, LUA_REGISTRYINDEX);
+        lua_pop(L, 1);   /* params[i] */
     }
     t->nparams = np;
     lua_pop(L, 1);
@@ -227,6 +241,34 @@ static int load_defaults(lua_State *L, step *c, int tbl)
     return 1;
 }
 
+/* archs: the targets a family builds for (a Hopper-only family's wgmma),
+ * optional; each one a target the generator knows. */
+static int load_archs(lua_State *L, step *c, int tbl)
+{
+    gen_template *t = c->t;
+    int ty = rawfield(L, tbl, "archs");
+    if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 1;
+    }
+    int n = ty == LUA_TTABLE ? (int)lua_rawlen(L, -1) : 0;
+    if (n < 1 || n > (int)MT_ARRAY_LEN(t->archs))
+        FAIL(c, "template %s: 'archs' must list 1 to %zu targets", t->family,
+             MT_ARRAY_LEN(t->archs));
+    for (int i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, i + 1);
+        const gen_target *tg = lua_type(L, -1) == LUA_TSTRING ? gen_target_find(lua_tostring(L, -1))
+                                                              : NULL;
+        if (!tg)
+            FAIL(c, "template %s: archs[%d] is not a known target (sm_80, sm_86, sm_89, sm_90a, "
+                    "compute_90)", t->family, i + 1);
+        t->archs[t->narchs++] = tg;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return 1;
+}
+
 static int load_function(lua_State *L, step *c, int tbl, const char *field, int optional,
                          int *ref)
 {
@@ -266,7 +308,7 @@ static int step_load(lua_State *L, step *c)
     if (ty == LUA_TSTRING)
         mt_strlcpy(t->doc, lua_tostring(L, -1), sizeof t->doc);
     lua_pop(L, 1);
-    if (!load_params(L, c, 2) || !load_defaults(L, c, 2))
+    if (!load_archs(L, c, 2) || !load_params(L, c, 2) || !load_defaults(L, c, 2))
         return 0;
     if (!load_function(L, c, 2, "valid", 1, &t->ref_valid) ||
         !load_function(L, c, 2, "launch", 0, &t->ref_launch) ||
@@ -284,10 +326,13 @@ static int ro_newindex(lua_State *L)
 static int ro_index(lua_State *L)
 {
     lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) == LUA_TNIL)
-        return luaL_error(L, "template reads undeclared parameter '%s'",
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    if (lua_type(L, lua_upvalueindex(2)) == LUA_TSTRING)
+        return luaL_error(L, "only_if of parameter '%s' reads '%s', which is not a parameter "
+                          "declared before it", lua_tostring(L, lua_upvalueindex(2)),
                           luaL_tolstring(L, 2, NULL));
-    return 1;
+    return luaL_error(L, "template reads undeclared parameter '%s'", luaL_tolstring(L, 2, NULL));
 }
 
 static int ro_pairs(lua_State *L)
@@ -298,11 +343,13 @@ static int ro_pairs(lua_State *L)
     return 3;
 }
 
-/* Push the read-only `p` of a point. */
-static void push_point(lua_State *L, const gen_template *t, const int *point)
+/* Push the read-only `p` of a point: its first n parameters, and where
+ * gated names a parameter, p is that one's only_if argument. */
+static void push_point(lua_State *L, const gen_template *t, const int *point, int n,
+                       const char *gated)
 {
-    lua_createtable(L, 0, t->nparams);   /* hidden values */
-    for (int i = 0; i < t->nparams; i++) {
+    lua_createtable(L, 0, n);            /* hidden values */
+    for (int i = 0; i < n; i++) {
         const gen_value *v = &t->params[i].values[point[i]];
         if (v->is_int)
             lua_pushinteger(L, (lua_Integer)v->i);
@@ -313,7 +360,11 @@ static void push_point(lua_State *L, const gen_template *t, const int *point)
     lua_newtable(L);                     /* proxy */
     lua_createtable(L, 0, 4);            /* its metatable */
     lua_pushvalue(L, -3);
-    lua_pushcclosure(L, ro_index, 1);
+    if (gated)
+        lua_pushstring(L, gated);
+    else
+        lua_pushnil(L);
+    lua_pushcclosure(L, ro_index, 2);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, ro_newindex);
     lua_setfield(L, -2, "__newindex");
@@ -357,24 +408,33 @@ static int int_field(lua_State *L, int idx, const char *key, lua_Integer *out)
 static int step_call(lua_State *L, step *c)
 {
     gen_template *t = c->t;
-    int ref = c->kind == STEP_VALID ? t->ref_valid
+    int ref = c->kind == STEP_GATE ? t->params[c->q].ref_only_if
+            : c->kind == STEP_VALID ? t->ref_valid
             : c->kind == STEP_LAUNCH ? t->ref_launch : t->ref_render;
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    push_point(L, t, c->point);
+    if (c->kind == STEP_GATE)
+        push_point(L, t, c->point, c->q, t->params[c->q].name);
+    else
+        push_point(L, t, c->point, t->nparams, NULL);
     if (c->kind == STEP_RENDER)
         lua_pushstring(L, c->name);
     else
         push_target(L, c->tg);
     lua_call(L, 2, 2);
-    if (c->kind == STEP_VALID) {
+    if (c->kind == STEP_VALID || c->kind == STEP_GATE) {
+        const char *fn = c->kind == STEP_GATE ? "only_if" : "valid";
         if (!lua_isboolean(L, -2))
-            FAIL(c, "template %s: valid() must return true, or false and a reason (got a %s)",
-                 t->family, luaL_typename(L, -2));
+            FAIL(c, "template %s: %s%s%s() must return true, or false and a reason (got a %s)",
+                 t->family, c->kind == STEP_GATE ? t->params[c->q].name : "",
+                 c->kind == STEP_GATE ? "." : "", fn, luaL_typename(L, -2));
         c->ok = lua_toboolean(L, -2);
-        if (!c->ok)
-            mt_strlcpy(c->reason, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                                  : "(no reason given)",
-                       sizeof c->reason);
+        if (!c->ok && lua_type(L, -1) == LUA_TSTRING)
+            mt_strlcpy(c->reason, lua_tostring(L, -1), sizeof c->reason);
+        else if (!c->ok && c->kind == STEP_GATE)
+            snprintf(c->reason, sizeof c->reason, "%s: only %s here (its only_if)",
+                     t->params[c->q].name, t->params[c->q].values[0].text);
+        else if (!c->ok)
+            mt_strlcpy(c->reason, "(no reason given)", sizeof c->reason);
     } else if (c->kind == STEP_LAUNCH) {
         lua_Integer th, sm;
         if (!lua_istable(L, -2) || !int_field(L, -2, "threads", &th) ||
@@ -585,19 +645,63 @@ mt_status gen_template_point(const gen_template *t, const mt_variant *v, int *po
                    "declares %d", v->name, v->nparams, t->family, t->nparams);
 }
 
-mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg, int *ok,
-                             char *reason, size_t reason_size, char *msg, size_t msg_size)
+/* One yes-or-no step (a gate or valid) into *ok and reason. */
+static mt_status run_check(step *c, int *ok, char *reason, size_t reason_size, char *msg,
+                           size_t msg_size)
+{
+    mt_status st = run_step(c, 0, msg, msg_size);
+    if (!st) {
+        *ok = c->ok;
+        mt_strlcpy(reason, c->reason, reason_size);
+    }
+    return st;
+}
+
+mt_status gen_template_gate(gen_template *t, int q, const int *point, const gen_target *tg,
+                            int *ok, char *reason, size_t reason_size, char *msg, size_t msg_size)
 {
     *ok = 1;
+    if (t->params[q].ref_only_if == LUA_NOREF)
+        return MT_OK;
+    step c = {.kind = STEP_GATE, .t = t, .point = point, .q = q, .tg = tg};
+    return run_check(&c, ok, reason, reason_size, msg, msg_size);
+}
+
+int gen_template_builds_for(const gen_template *t, const gen_target *tg, char *reason,
+                            size_t reason_size)
+{
+    mt_buf b = {0};
+    for (int i = 0; i < t->narchs; i++) {
+        if (t->archs[i] == tg) {
+            mt_buf_free(&b);
+            return 1;
+        }
+        mt_buf_printf(&b, "%s%s", i == 0 ? "needs " : i + 1 < t->narchs ? ", " : " or ",
+                      t->archs[i]->arch);
+    }
+    if (t->narchs)
+        mt_strlcpy(reason, b.data ? b.data : "needs another target", reason_size);
+    mt_buf_free(&b);
+    return t->narchs == 0;
+}
+
+mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg,
+                             int gates_checked, int *ok, char *reason, size_t reason_size,
+                             char *msg, size_t msg_size)
+{
+    *ok = gen_template_builds_for(t, tg, reason, reason_size);
+    if (!*ok)
+        return MT_OK;
+    for (int q = 0; q < t->nparams && !gates_checked; q++) {
+        mt_status st = point[q] == 0 ? MT_OK
+                       : gen_template_gate(t, q, point, tg, ok, reason, reason_size, msg, msg_size);
+        if (st || !*ok)
+            return st;
+    }
     if (t->ref_valid == LUA_NOREF)
         return MT_OK;
     step c = {.kind = STEP_VALID, .t = t, .point = point, .tg = tg};
-    mt_status st = run_step(&c, 0, msg, msg_size);
-    if (!st) {
-        *ok = c.ok;
-        mt_strlcpy(reason, c.reason, reason_size);
-    }
-    return st;
+    return run_check(&c, ok, reason, reason_size, msg, msg_size);
 }
 
 mt_status gen_template_launch(gen_template *t, const int *point, const gen_target *tg,

@@ -269,6 +269,123 @@ static void test_omit_in_name(void **state)
     mt_gen_close(g);
 }
 
+/* The gated family's reasons, and its rules restated (see
+ * gated/gated.lua): a point's reason is the first refusal in declaration
+ * order, EXTRA's only_if, then TAIL's, then valid(); -1 for a valid point. */
+static const char *const gated_reasons[] = {"EXTRA: kind b only", "EXTRA: WIDTH 2 or more",
+                                            "TAIL: only 0 here (its only_if)",
+                                            "EXTRA max: WIDTH 2"};
+
+static int gated_reason(int kind, int width, int extra, int tail)
+{
+    static const int widths[] = {1, 2, 4};
+    if (extra != 0 && kind != 1)
+        return 0;
+    if (extra != 0 && widths[width] < 2)
+        return 1;
+    if (tail != 0 && extra == 0)
+        return 2;
+    if (extra == 2 && widths[width] == 4)
+        return 3;
+    return -1;
+}
+
+/* only_if: a walk that skips a parameter's values past its first where
+ * its only_if refuses counts those points as pruned for its reason, as if
+ * it had asked each one, and lists the valid points in the order of the
+ * full walk; a lookup by name asks the same rules. archs: a target the
+ * family does not build for refuses every point, walked or looked up. */
+static void test_only_if_and_archs(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"a", "b"}, *const widths[] = {"1", "2", "4"},
+                             *const extras[] = {"off", "on", "max"}, *const tails[] = {"0", "1"};
+    static const struct { const char *name, *value; int defaults; } cases[] = {
+        {NULL, NULL, 0}, {"kind", "a", 0}, {"EXTRA", "on", 0}, {"TAIL", "1", 0}, {NULL, NULL, 1}};
+    mt_gen *g = open_ok(DATA "/gated", NULL);
+    for (size_t c = 0; c < MT_ARRAY_LEN(cases); c++) {
+        mt_gen_filter f = {.family = "gated", .arch = "sm_90a", .defaults_only = cases[c].defaults};
+        if (cases[c].name) {
+            f.nparams = 1;
+            f.params[0].name = cases[c].name;
+            f.params[0].value = cases[c].value;
+        }
+        mt_variant *v = NULL;
+        size_t n = 0;
+        mt_prune_report r;
+        assert_int_equal(mt_gen_enumerate(g, &f, &v, &n, &r), MT_OK);
+        int enumerated = 0, valid = 0, counts[MT_ARRAY_LEN(gated_reasons)] = {0};
+        for (int k = 0; k < 2; k++)
+            for (int w = 0; w < 3; w++)
+                for (int e = 0; e < 3; e++)
+                    for (int t = 0; t < 2; t++) {
+                        const char *value[] = {kinds[k], widths[w], extras[e], tails[t]};
+                        const char *names[] = {"kind", "WIDTH", "EXTRA", "TAIL"};
+                        int admitted = !cases[c].defaults || w == 1;
+                        for (int p = 0; p < 4 && cases[c].name; p++)
+                            if (!strcmp(names[p], cases[c].name))
+                                admitted &= !strcmp(value[p], cases[c].value);
+                        if (!admitted)
+                            continue;
+                        enumerated++;
+                        const int why = gated_reason(k, w, e, t);
+                        if (why >= 0) {
+                            counts[why]++;
+                            continue;
+                        }
+                        char want[64];
+                        snprintf(want, sizeof want, "mtk_gated_%s_w%s_e%s%s", kinds[k], widths[w],
+                                 extras[e], t ? "_t1" : "");
+                        assert_true((size_t)valid < n);
+                        assert_string_equal(v[valid++].name, want);
+                    }
+        assert_int_equal(r.enumerated, enumerated);
+        assert_int_equal(r.valid, valid);
+        assert_int_equal((int)n, valid);
+        int distinct = 0;
+        for (size_t i = 0; i < MT_ARRAY_LEN(gated_reasons); i++) {
+            assert_int_equal(reason_count(&r, gated_reasons[i]), counts[i]);
+            distinct += counts[i] > 0;
+        }
+        assert_int_equal(r.nreasons, distinct);
+        free(v);
+    }
+    mt_variant v;
+    assert_int_equal(mt_gen_find(g, "mtk_gated_b_w2_eon_t1", "sm_90a", &v), MT_OK);
+    assert_int_equal(mt_gen_find(g, "mtk_gated_a_w2_eon", "sm_90a", &v), MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(mt_gen_errmsg(g), "EXTRA: kind b only"));
+    assert_int_equal(mt_gen_find(g, "mtk_gated_b_w2_eoff_t1", "sm_90a", &v), MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(mt_gen_errmsg(g), "TAIL: only 0 here (its only_if)"));
+    for (int defaults = 0; defaults <= 1; defaults++) {
+        mt_gen_filter f = {.family = "gated", .arch = "sm_86", .defaults_only = defaults};
+        mt_variant *none = NULL;
+        size_t n = 1;
+        mt_prune_report r;
+        assert_int_equal(mt_gen_enumerate(g, &f, &none, &n, &r), MT_OK);
+        assert_int_equal((int)n, 0);
+        assert_int_equal(r.enumerated, defaults ? 12 : 36);
+        assert_int_equal(r.nreasons, 1);
+        assert_int_equal(reason_count(&r, "needs sm_80 or sm_90a"), r.enumerated);
+        free(none);
+    }
+    assert_int_equal(mt_gen_find(g, "mtk_gated_b_w2_eon_t1", "sm_86", &v), MT_ERR_NOT_FOUND);
+    assert_non_null(strstr(mt_gen_errmsg(g), "needs sm_80 or sm_90a"));
+    mt_gen_close(g);
+
+    /* An only_if that reads a parameter declared after its own: a template
+     * error naming both, from a walk and from a lookup. */
+    g = open_ok(DATA "/bad_gate", NULL);
+    mt_gen_filter f = {.family = "bad_gate", .arch = "sm_90a"};
+    mt_variant *list = NULL;
+    size_t n = 0;
+    assert_int_equal(mt_gen_enumerate(g, &f, &list, &n, NULL), MT_ERR_TEMPLATE);
+    assert_null(list);
+    assert_non_null(strstr(mt_gen_errmsg(g), "only_if of parameter 'B' reads 'C'"));
+    assert_int_equal(mt_gen_find(g, "mtk_bad_gate_a1_b1_c0", "sm_90a", &v), MT_ERR_TEMPLATE);
+    assert_non_null(strstr(mt_gen_errmsg(g), "only_if of parameter 'B' reads 'C'"));
+    mt_gen_close(g);
+}
+
 static void test_bad_templates(void **state)
 {
     (void)state;
@@ -284,6 +401,8 @@ static void test_bad_templates(void **state)
                       (const char *[]){"bad_values", "SPLIT_K", "values[3]", NULL});
     expect_open_error(DATA "/bad_omit", MT_ERR_TEMPLATE,
                       (const char *[]){"bad_omit", "SPLIT", "omit_in_name", NULL});
+    expect_open_error(DATA "/bad_archs", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_archs", "archs[2]", "not a known target", NULL});
     expect_open_error(DATA "/does_not_exist", MT_ERR_IO,
                       (const char *[]){"does_not_exist", NULL});
     mt_gen_close(NULL);
@@ -706,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_bad_templates),
         cmocka_unit_test(test_omit_in_name),
+        cmocka_unit_test(test_only_if_and_archs),
         cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_amalgamation),
         cmocka_unit_test(test_includes_stay_inside),

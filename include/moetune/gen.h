@@ -86,8 +86,9 @@ typedef struct mt_gen_filter {
 
 #define MT_PRUNE_MAX_REASONS 32
 typedef struct mt_prune_report {
-    int enumerated;          /* points walked after the filters (and defaults_only) */
-    int valid;               /* points valid(p, target) accepted */
+    int enumerated;          /* points after the filters (and defaults_only), with those a
+                              * parameter's only_if or the family's archs pruned unvisited */
+    int valid;               /* points the archs, only_if and valid(p, target) accepted */
     int nreasons;            /* distinct rejection reasons; the last slot may be "(other reasons)" */
     struct {
         char reason[128];
