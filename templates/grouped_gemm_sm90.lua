@@ -266,6 +266,7 @@ return {
   family = "grouped_gemm_sm90",
   version = 7,
   doc = "grouped GEMM of the MoE experts on warpgroup MMA (sm_90a), cp.async swizzled pipeline",
+  archs = { "sm_90a" },
   params = {
     { name = "dtype",    abbrev = "",  values = { "bf16", "fp16" } },
     { name = "quant",    abbrev = "",  values = QUANTS },
@@ -294,18 +295,45 @@ return {
     { name = "BLOAD",    abbrev = "b", values = { "cp", "tma" } },
     -- Which operand is the MMA's 64-row side (file comment). Version 7;
     -- "no" stays out of the names, which are those of version 6.
-    { name = "SWAP",     abbrev = "sw", values = { "no", "yes" }, omit_in_name = "no" },
+    { name = "SWAP",     abbrev = "sw", values = { "no", "yes" }, omit_in_name = "no",
+      only_if = function(p)
+        if p.PIPE == "sync" then
+          return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
+        elseif p.BLOCK_N % 64 ~= 0 then
+          return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows"
+        elseif p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
+          return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
+        elseif p.PIPE == "pingpong" and p.BLOCK_M > 64 then
+          return false, "pingpong swapped: 16 to 64 token rows a tile (grouped_gemm_sm90_pingpong.cuh)"
+        end
+        return true
+      end },
     -- "persist": the epilogue in chunks of this many tile columns, 0 the
     -- whole tile at once (grouped_gemm_sm90_chunked.cuh). A chunk's smaller
     -- staging buffer lets wide tiles run persistent: 128 x 256 with four
     -- stages. Added to version 7: 0 stays out of the names.
-    { name = "EPI_COLS", abbrev = "e",  values = { 0, 32, 64 }, omit_in_name = 0 },
+    { name = "EPI_COLS", abbrev = "e",  values = { 0, 32, 64 }, omit_in_name = 0,
+      only_if = function(p)
+        if swapped(p) then return false, "an epilogue in column chunks is for unswapped tiles" end
+        if p.PIPE ~= "persist" then return false, "an epilogue in column chunks is for PIPE persist" end
+        return true
+      end },
     -- "persist" in column chunks: CTAs in pairs (a cluster of 2) taking two
     -- row blocks of one column block, the weight tile multicast into both
     -- by TMA (grouped_gemm_sm90_chunked.cuh). Added to version 7: 1 stays
     -- out of the names. Correct, and level with unpaired tiles on the H200
     -- (docs/PERFORMANCE.md, session 18).
-    { name = "CLUSTER",  abbrev = "c",  values = { 1, 2 }, omit_in_name = 1 },
+    { name = "CLUSTER",  abbrev = "c",  values = { 1, 2 }, omit_in_name = 1,
+      only_if = function(p)
+        if swapped(p) then return false, "CTA pairs are for unswapped tiles" end
+        if p.EPI_COLS == 0 or p.BLOAD ~= "tma" then
+          return false, "CTA pairs are for PIPE persist with EPI_COLS and TMA weight loads"
+        end
+        -- A pair takes consecutive tiles of the raster: with GROUP_M 1 those
+        -- are column blocks of one row block, which share no weights.
+        if p.GROUP_M % 2 ~= 0 then return false, "CTA pairs need an even GROUP_M (row blocks in pairs)" end
+        return true
+      end },
     -- How the A rows come in: cp.async row copies by the copying threads
     -- (any layout: the standard format's gathered token rows), or one TMA
     -- box of the tile's rows a stage, for rows laid out per expert: the
@@ -313,7 +341,21 @@ return {
     -- output in the sorted order (the runtime lays the intermediate out so
     -- for such a GEMM2, runtime/moe_launch.c; a standard-format GEMM1 with
     -- it is refused). Added to version 7: "cp" stays out of the names.
-    { name = "ALOAD",    abbrev = "a",  values = { "cp", "tma" }, omit_in_name = "cp" },
+    { name = "ALOAD",    abbrev = "a",  values = { "cp", "tma" }, omit_in_name = "cp",
+      only_if = function(p)
+        if p.PIPE == "sync" then
+          return false, "TMA row loads need a copying warpgroup (PIPE ws, persist or pingpong)"
+        elseif p.CLUSTER > 1 then
+          return false, "CTA pairs copy their A rows by cp.async"
+        elseif swapped(p) then
+          -- A 16-row swapped "ws" tile with its rows by TMA gave wrong token
+          -- rows now and then on the H200 (batched format, M = 4096, in three
+          -- device calls of session 19; not in the fourth); the cause is not
+          -- known, so swapped tiles keep the cp.async row copies.
+          return false, "swapped: A rows by TMA not offered (wrong rows seen, cause unknown)"
+        end
+        return true
+      end },
     -- Split-K for the swapped "ws" decode tiles: SPLIT_K CTAs per output
     -- tile, each streaming a slice of K; the last to finish adds the
     -- slices in split order (bit-for-bit repeatable) and writes the tile.
@@ -321,7 +363,15 @@ return {
     -- stream evenly over the SMs (Qwen3 M = 8: 300 tiles of 16 x 256 for
     -- 132 SMs); slices make the units of work smaller. Added to version 7:
     -- 1 stays out of the names.
-    { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4 }, omit_in_name = 1 },
+    { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4 }, omit_in_name = 1,
+      only_if = function(p)
+        if not (swapped(p) and p.PIPE == "ws") then
+          return false, "split-K only for swapped tiles of PIPE ws (decode)"
+        elseif p.epilogue == "sum" then
+          return false, "split-K tiles store their rows (the topk sum adds them in no fixed order)"
+        end
+        return true
+      end },
     -- "persist" with two computing warpgroups (128 token rows, unswapped):
     -- "yes", a warpgroup whose 64 rows are all padding (the last row block
     -- of an expert) skips its MMAs, asked of the tile's output-row table
@@ -329,13 +379,26 @@ return {
     -- waited for at the epilogue. Faster for some problems and slower for
     -- others on an H100 (docs/PERFORMANCE.md, sessions 35 and 37), so the
     -- tuner chooses. Added to version 7: "no" stays out of the names.
-    { name = "PAD_SKIP", abbrev = "ps", values = { "no", "yes" }, omit_in_name = "no" },
+    { name = "PAD_SKIP", abbrev = "ps", values = { "no", "yes" }, omit_in_name = "no",
+      only_if = function(p)
+        if p.PIPE ~= "persist" or swapped(p) or p.BLOCK_M ~= 128 then
+          return false, "PAD_SKIP: the persistent tiles of two computing warpgroups (128 token rows)"
+        end
+        return true
+      end },
     -- Block modes with two computing warpgroups on one tile: "yes", they
     -- issue each K tile's MMAs in turns, warpgroup 0 first, so that one
     -- folds its sums while the tensor cores run the other's MMAs (mma_turns,
     -- grouped_gemm_sm90.cuh); "no", both at once. Added to version 7: "no"
     -- stays out of the names.
-    { name = "TURNS",    abbrev = "tn", values = { "no", "yes" }, omit_in_name = "no" },
+    { name = "TURNS",    abbrev = "tn", values = { "no", "yes" }, omit_in_name = "no",
+      only_if = function(p)
+        if not block_scaled(p.quant) or swapped(p) or p.BLOCK_M ~= 128
+           or (p.PIPE ~= "ws" and p.PIPE ~= "persist") then
+          return false, "TURNS: block modes, two computing warpgroups on one tile (128 token rows, PIPE ws or persist)"
+        end
+        return true
+      end },
     -- GEMM1 with the activation fused, block modes: "last", the last tile
     -- of each row block's 128-column group to store its activated rows
     -- reads the group back from L2 and quantizes it for GEMM2, as the act
@@ -343,83 +406,42 @@ return {
     -- (grouped_gemm_sm90_out_quant.cuh; the kernel argument is then
     -- mt_gemv_slot_args, whose act_q and act_scale say where). Added to
     -- version 7: "step" stays out of the names.
-    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step" },
+    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step",
+      only_if = function(p)
+        if EPI[p.epilogue] == 0 or not block_scaled(p.quant) then
+          return false, "OQUANT last: GEMM1 of the block modes with the activation fused"
+        elseif swapped(p) or p.PIPE == "sync" or p.CLUSTER > 1 or p.SPLIT_K > 1 then
+          return false, "OQUANT last: unswapped tiles of PIPE ws, persist or pingpong, unpaired, unsplit"
+        elseif 128 % (p.BLOCK_N // 2) ~= 0 then
+          return false, "OQUANT last: a tile's BLOCK_N / 2 activated columns must divide a 128-column group"
+        end
+        return true
+      end },
   },
   default_set = defaults,
   valid = function(p, target)
-    if target.arch ~= "sm_90a" then return false, "needs sm_90a" end
     if p.epilogue == "sum" and p.format ~= "standard" then
       return false, "the topk sum is GEMM2's of the standard format"
-    end
-    if p.ALOAD == "tma" and p.PIPE == "sync" then
-      return false, "TMA row loads need a copying warpgroup (PIPE ws, persist or pingpong)"
-    end
-    if p.SPLIT_K > 1 and not (swapped(p) and p.PIPE == "ws") then
-      return false, "split-K only for swapped tiles of PIPE ws (decode)"
-    end
-    if p.SPLIT_K > 1 and p.epilogue == "sum" then
-      return false, "split-K tiles store their rows (the topk sum adds them in no fixed order)"
-    end
-    if p.ALOAD == "tma" and p.CLUSTER > 1 then
-      return false, "CTA pairs copy their A rows by cp.async"
-    end
-    if p.PAD_SKIP == "yes" and (p.PIPE ~= "persist" or swapped(p) or p.BLOCK_M ~= 128) then
-      return false, "PAD_SKIP: the persistent tiles of two computing warpgroups (128 token rows)"
-    end
-    if p.TURNS == "yes" and (not block_scaled(p.quant) or swapped(p) or p.BLOCK_M ~= 128
-                             or (p.PIPE ~= "ws" and p.PIPE ~= "persist")) then
-      return false, "TURNS: block modes, two computing warpgroups on one tile (128 token rows, PIPE ws or persist)"
-    end
-    if p.OQUANT == "last" then
-      if EPI[p.epilogue] == 0 or not block_scaled(p.quant) then
-        return false, "OQUANT last: GEMM1 of the block modes with the activation fused"
-      elseif swapped(p) or p.PIPE == "sync" or p.CLUSTER > 1 or p.SPLIT_K > 1 then
-        return false, "OQUANT last: unswapped tiles of PIPE ws, persist or pingpong, unpaired, unsplit"
-      elseif 128 % (p.BLOCK_N // 2) ~= 0 then
-        return false, "OQUANT last: a tile's BLOCK_N / 2 activated columns must divide a 128-column group"
-      end
     end
     -- (main prunes the batched pingpong tiles with A rows by TMA, which gave
     -- wrong rows now and then in session 27; this branch offers them again
     -- so that gpu_moe checks them against the stage barrier fix.)
-    if swapped(p) then
-      if p.PIPE == "sync" then
-        return false, "swapped operands need a copying warpgroup (PIPE ws, persist or pingpong)"
-      end
-      if p.EPI_COLS > 0 then return false, "an epilogue in column chunks is for unswapped tiles" end
-      if p.CLUSTER > 1 then return false, "CTA pairs are for unswapped tiles" end
-      -- A 16-row swapped "ws" tile with its rows by TMA gave wrong token
-      -- rows now and then on the H200 (batched format, M = 4096, in three
-      -- device calls of session 19; not in the fourth); the cause is not
-      -- known, so swapped tiles keep the cp.async row copies.
-      if p.ALOAD == "tma" then return false, "swapped: A rows by TMA not offered (wrong rows seen, cause unknown)" end
-      if p.BLOCK_N % 64 ~= 0 then return false, "swapped: BLOCK_N is not whole warpgroups of 64 weight rows" end
-      if p.PIPE == "pingpong" and p.BLOCK_N ~= 64 then
-        return false, "pingpong swapped: each computing warpgroup takes a whole tile of 64 weight rows"
-      end
-      if p.PIPE == "pingpong" and p.BLOCK_M > 64 then
-        return false, "pingpong swapped: 16 to 64 token rows a tile (grouped_gemm_sm90_pingpong.cuh)"
-      end
-      -- (Swapped block-scaled tiles in the persistent loop were pruned from
-      -- f4f792e on: ptxas serialized their warpgroup MMAs, C7520. The
-      -- templates since 20e8318 compile them with no performance note,
-      -- test_sm90_swapped_block_persist_compiles.)
-    elseif p.PIPE == "pingpong" and p.BLOCK_M ~= 64 then
-      return false, "pingpong: each computing warpgroup takes a whole tile of 64 token rows"
-    elseif p.EPI_COLS > 0 and p.PIPE ~= "persist" then
-      return false, "an epilogue in column chunks is for PIPE persist"
-    elseif p.EPI_COLS > 0 and p.BLOCK_N <= p.EPI_COLS then
+    -- (Where a parameter may leave its first value is its only_if, above:
+    -- the swapped tiles' rules are SWAP's. Swapped block-scaled tiles in
+    -- the persistent loop were pruned from f4f792e on: ptxas serialized
+    -- their warpgroup MMAs, C7520. The templates since 20e8318 compile them
+    -- with no performance note, test_sm90_swapped_block_persist_compiles.)
+    if p.EPI_COLS > 0 and p.BLOCK_N <= p.EPI_COLS then
       return false, "EPI_COLS: the chunk is the whole tile (EPI_COLS 0)"
-    elseif p.CLUSTER > 1 and (p.EPI_COLS == 0 or p.BLOAD ~= "tma") then
-      return false, "CTA pairs are for PIPE persist with EPI_COLS and TMA weight loads"
-    elseif p.CLUSTER > 1 and p.GROUP_M % 2 ~= 0 then
-      -- A pair takes consecutive tiles of the raster: with GROUP_M 1 those
-      -- are column blocks of one row block, which share no weights.
-      return false, "CTA pairs need an even GROUP_M (row blocks in pairs)"
-    elseif p.BLOCK_M < 64 then
-      return false, "BLOCK_M under 64 rows needs swapped operands"
-    elseif p.STAGES > 6 then
-      return false, "more than 6 stages only for swapped operands"
+    end
+    if not swapped(p) then
+      if p.PIPE == "pingpong" and p.BLOCK_M ~= 64 then
+        return false, "pingpong: each computing warpgroup takes a whole tile of 64 token rows"
+      elseif p.BLOCK_M < 64 then
+        return false, "BLOCK_M under 64 rows needs swapped operands"
+      elseif p.STAGES > 6 then
+        return false, "more than 6 stages only for swapped operands"
+      end
     end
     local s = shape(p)
     -- One 128-byte swizzle row of K per stage: 64 16-bit or 128 8-bit
