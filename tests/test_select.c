@@ -640,7 +640,7 @@ static void test_model_tiled_out_quant(void **state)
     const size_t k = mt_select_stage(v, n, &p, 1, 0, SM_COUNT, 64, pick);
     /* The shape's pick: one of its step-fed tiles (stage 1 takes one tile
      * of a shape, whatever its epilogue), not the OQUANT=last one; no tile
-     * of TURNS yes (stage 3's to time, as a register cap). */
+     * of TURNS yes (the tuner leaves MMA turns out). */
     size_t at_s = k, at_l = k;
     for (size_t i = 0; i < k; i++) {
         const mt_variant *u = v + pick[i];
@@ -796,10 +796,12 @@ static void test_neighbours_pad_skip(void **state)
     free(sv);
 }
 
-/* Stage 3's TURNS round: from the chunked persist fp8 tile (the Qwen3 fp8
- * M = 4096 GEMM1 of both shipped files) its one twin with MMA turns; along
- * PIPE from the unchunked persist twin, the sync tile (no copying
- * warpgroup, no turns) comes with TURNS no, the ws twin keeps its turns. */
+/* Neighbours along TURNS (a round stage 3 no longer runs: the turns lost
+ * to their twins, session 57, but a stored pipeline may hold such a tile):
+ * from the chunked persist fp8 tile (the Qwen3 fp8 M = 4096 GEMM1 of both
+ * shipped files) its one twin with MMA turns; along PIPE from the
+ * unchunked persist twin, the sync tile (no copying warpgroup, no turns)
+ * comes with TURNS no, the ws twin keeps its turns. */
 static void test_neighbours_turns(void **state)
 {
     (void)state;

@@ -429,8 +429,9 @@ static size_t select_stage(const mt_variant *all, size_t n, const mt_variant *po
         const char *epi = mt_variant_get(&all[i], "epilogue");
         /* A register cap (grouped_gemv SM_WARPS) is stage 3's to time: the
          * model cannot weigh it, and its copies of a tile would tie with it
-         * and fill the candidates. So are MMA turns (grouped_gemm_sm90
-         * TURNS=yes), for the same reasons. */
+         * and fill the candidates. MMA turns (grouped_gemm_sm90 TURNS=yes)
+         * tie with their twins too, and lost to them (session 57): the
+         * tuner leaves them out (worker.c refine_params). */
         const char *turns = mt_variant_get(&all[i], "TURNS");
         if (!epi || mt_variant_int(&all[i], "SM_WARPS", 0) > 0 || (turns && !strcmp(turns, "yes")))
             continue;
