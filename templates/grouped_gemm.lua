@@ -96,7 +96,15 @@ return {
     { name = "STAGES",   abbrev = "s", values = { 2, 3, 4, 5, 6, 8 } },
     -- CTAs per output tile, each summing a contiguous slice of K; the last
     -- one to finish adds the slices in split order and runs the epilogue.
-    { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4, 8 } },
+    { name = "SPLIT_K",  abbrev = "sk", values = { 1, 2, 4, 8 },
+      -- Split-K pays a round trip of the fp32 tile through global memory
+      -- per slice: only worth it for decode tiles, whose few CTAs leave
+      -- SMs idle.
+      only_if = function(p)
+        if p.BLOCK_M > 32 then return false, "split-K only for decode tiles (BLOCK_M <= 32)" end
+        if p.GROUP_M ~= 1 then return false, "split-K tiles take GROUP_M = 1" end
+        return true
+      end },
     -- L2 prefetch size hint of the weight copies (bytes; 0: none): the L2
     -- fetches whole 128/256-byte blocks of a weight row from DRAM, the
     -- next K step's bytes with this one's.
@@ -113,12 +121,6 @@ return {
     if q >= 1 and q <= 3 and target.sm < 89 then
       return false, "fp8 tensor cores need sm_89+"
     end
-    -- Split-K pays a round trip of the fp32 tile through global memory per
-    -- slice: only worth it for decode tiles, whose few CTAs leave SMs idle.
-    if p.SPLIT_K > 1 and p.BLOCK_M > 32 then
-      return false, "split-K only for decode tiles (BLOCK_M <= 32)"
-    end
-    if p.SPLIT_K > 1 and p.GROUP_M ~= 1 then return false, "split-K tiles take GROUP_M = 1" end
     if s.wm < 16 or s.wm % 16 ~= 0 then return false, "warp tile rows not a multiple of 16" end
     if s.wn < 16 or s.wn % 16 ~= 0 then return false, "warp tile cols not a multiple of 16" end
     if s.threads < 64 then return false, "fewer than 2 warps" end

@@ -157,15 +157,43 @@ return {
     -- ("cta"), GEMM2's after the activation-and-mul of GEMM1's stored
     -- output ("silu", "gelu"). The kernels before it are "step" and keep
     -- their names.
-    { name = "AQUANT",   abbrev = "aq", values = { "step", "cta", "silu", "gelu" }, omit_in_name = "step" },
+    { name = "AQUANT",   abbrev = "aq", values = { "step", "cta", "silu", "gelu" }, omit_in_name = "step",
+      only_if = function(p)
+        if not block_scaled(p.quant) then
+          return false, "a CTA quantizes its own A rows in the block-scaled modes only"
+        elseif p.BLOCK_M ~= 1 then
+          return false, "a CTA quantizes its own A rows with a row block per slot: BLOCK_M 1"
+        end
+        return true
+      end },
     -- Who quantizes GEMM1's activated output for GEMM2 in the block modes:
     -- the act step ("step"), or the last CTA of each 128-column group of a
     -- slot ("last"). The kernels before it are "step" and keep their names.
-    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step" },
+    { name = "OQUANT",   abbrev = "oq", values = { "step", "last" }, omit_in_name = "step",
+      only_if = function(p)
+        if not block_scaled(p.quant) then
+          return false, "the last CTA of a group quantizes GEMM1's output in the block-scaled modes only"
+        elseif p.BLOCK_M ~= 1 then
+          return false, "the last CTA of a slot's group counts its CTAs: BLOCK_M 1"
+        elseif p.epilogue ~= "silu" and p.epilogue ~= "gelu" then
+          return false, "the last CTA of a group quantizes activated columns: a fused activation (GEMM1)"
+        end
+        return true
+      end },
     -- A GEMM1 that runs GEMM2 in the same launch: the weight rows of that
     -- GEMM2's tile (its BLOCK_N), 0 for none. The kernels before it are 0
     -- and keep their names.
-    { name = "CHAIN",    abbrev = "c",  values = { 0, 8, 16, 32, 64 }, omit_in_name = 0 },
+    { name = "CHAIN",    abbrev = "c",  values = { 0, 8, 16, 32, 64 }, omit_in_name = 0,
+      only_if = function(p)
+        if p.BLOCK_M ~= 1 or (p.epilogue ~= "silu" and p.epilogue ~= "gelu") then
+          return false, "a chained GEMM2 follows a GEMM1 of a row block per slot with the activation fused"
+        elseif p.quant ~= "none" and not block_scaled(p.quant) then
+          return false, "a chained launch quantizes GEMM2's A rows in the block modes only"
+        elseif block_scaled(p.quant) and (p.AQUANT ~= "cta" or p.OQUANT ~= "last") then
+          return false, "a chained launch of the block modes quantizes in its CTAs: AQUANT cta, OQUANT last"
+        end
+        return true
+      end },
     -- The warps an SM is to hold at once (a one-token tile, BLOCK_M 1):
     -- __launch_bounds__'s minimum of SM_WARPS / WARPS CTAs, so that ptxas
     -- caps the registers at 64K / (32 x SM_WARPS) a thread (16: 128, 20:
@@ -178,7 +206,11 @@ return {
     -- registers 4 or 5 an SM (528 or 660 on 132 SMs), 6 under a cap of 48
     -- warps (792, one wave; Nsight Compute on the H100, session 49). The
     -- kernels before it are 0 and keep their names.
-    { name = "SM_WARPS", abbrev = "o",  values = { 0, 16, 20, 24, 32, 40, 48, 64 }, omit_in_name = 0 },
+    { name = "SM_WARPS", abbrev = "o",  values = { 0, 16, 20, 24, 32, 40, 48, 64 }, omit_in_name = 0,
+      only_if = function(p)
+        if p.BLOCK_M ~= 1 then return false, "a register cap is for the one-token tiles: BLOCK_M 1" end
+        return true
+      end },
   },
   default_set = defaults,
   valid = function(p, target)
@@ -198,49 +230,18 @@ return {
     if p.epilogue == "lastsum" and p.BLOCK_M ~= 1 then
       return false, "the last CTA's topk sum counts a token's slots: BLOCK_M 1"
     end
-    if p.AQUANT ~= "step" then
-      if not block_scaled(p.quant) then
-        return false, "a CTA quantizes its own A rows in the block-scaled modes only"
-      end
-      if p.BLOCK_M ~= 1 then
-        return false, "a CTA quantizes its own A rows with a row block per slot: BLOCK_M 1"
-      end
-      if p.AQUANT == "cta" and (p.epilogue == "sum" or p.epilogue == "lastsum") then
-        return false, "the topk sum is GEMM2's, whose A rows come from GEMM1: AQUANT silu or gelu"
-      end
-      if AQ_ACT[p.AQUANT] and EPI[p.epilogue] ~= 0 then
-        return false, "a CTA that activates its A rows is a GEMM2: epilogue store, sum or lastsum"
-      end
+    -- (Where AQUANT, OQUANT, CHAIN and SM_WARPS may leave their first
+    -- values is their only_if, above; the rules on which value are here.)
+    if p.AQUANT == "cta" and (p.epilogue == "sum" or p.epilogue == "lastsum") then
+      return false, "the topk sum is GEMM2's, whose A rows come from GEMM1: AQUANT silu or gelu"
     end
-    if p.OQUANT == "last" then
-      if not block_scaled(p.quant) then
-        return false, "the last CTA of a group quantizes GEMM1's output in the block-scaled modes only"
-      end
-      if p.BLOCK_M ~= 1 then
-        return false, "the last CTA of a slot's group counts its CTAs: BLOCK_M 1"
-      end
-      if p.epilogue ~= "silu" and p.epilogue ~= "gelu" then
-        return false, "the last CTA of a group quantizes activated columns: a fused activation (GEMM1)"
-      end
+    if AQ_ACT[p.AQUANT] and EPI[p.epilogue] ~= 0 then
+      return false, "a CTA that activates its A rows is a GEMM2: epilogue store, sum or lastsum"
     end
-    if p.CHAIN > 0 then
-      if p.BLOCK_M ~= 1 or (p.epilogue ~= "silu" and p.epilogue ~= "gelu") then
-        return false, "a chained GEMM2 follows a GEMM1 of a row block per slot with the activation fused"
-      end
-      if p.quant ~= "none" and not block_scaled(p.quant) then
-        return false, "a chained launch quantizes GEMM2's A rows in the block modes only"
-      end
-      if block_scaled(p.quant) and (p.AQUANT ~= "cta" or p.OQUANT ~= "last") then
-        return false, "a chained launch of the block modes quantizes in its CTAs: AQUANT cta, OQUANT last"
-      end
-      if not rows_split_evenly(p.CHAIN, p.WARPS) then
-        return false, "CHAIN / 2 pairs do not give each warp 1, 2 or 4"
-      end
+    if p.CHAIN > 0 and not rows_split_evenly(p.CHAIN, p.WARPS) then
+      return false, "CHAIN / 2 pairs do not give each warp 1, 2 or 4"
     end
     if p.SM_WARPS > 0 then
-      if p.BLOCK_M ~= 1 then
-        return false, "a register cap is for the one-token tiles: BLOCK_M 1"
-      end
       if p.SM_WARPS % p.WARPS ~= 0 then
         return false, "SM_WARPS is not a whole number of CTAs of WARPS warps"
       end
