@@ -3,6 +3,7 @@
  * (valid(p, target)), with a report of the pruned points per reason.
  * Calls: gen/template.c, common/util.h.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,15 +314,17 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
         st = walk_defaults(g, t, choices, nchoices, tg, strict, out, rep);
         goto done;
     }
+    char reason[128];
+    if (!gen_template_builds_for(t, tg, reason, sizeof reason)) {
+        /* Every point refused, none walked (so no cap on how many). */
+        const int count = total < INT_MAX ? (int)total : INT_MAX;
+        rep->enumerated += count;
+        add_reason(rep, strict ? NULL : t->family, reason, count);
+        goto done;
+    }
     if (total > MAX_POINTS) {
         st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f points after the filters; "
                          "add filters (at most %.0f)", t->family, total, MAX_POINTS);
-        goto done;
-    }
-    char reason[128];
-    if (!gen_template_builds_for(t, tg, reason, sizeof reason)) {
-        rep->enumerated += (int)total;   /* every point refused, none walked */
-        add_reason(rep, strict ? NULL : t->family, reason, (int)total);
         goto done;
     }
     walk w = {.g = g, .t = t, .tg = tg, .strict = strict, .out = out, .rep = rep,

@@ -184,6 +184,11 @@ static int load_params(lua_State *L, step *c, int tbl)
         if (ty != LUA_TNIL && (ty != LUA_TFUNCTION || i == 0 || nv < 2))
             FAIL(c, "template %s: parameter '%s': only_if must be a function, on a parameter "
                     "with two values or more that is not the first declared", t->family, p->name);
+        /* A stored variant made before the parameter resolves to its
+         * omit_in_name value, which every point may take: the first. */
+        if (ty != LUA_TNIL && p->omit > 0)
+            FAIL(c, "template %s: parameter '%s': with only_if, omit_in_name must be its first "
+                    "value", t->family, p->name);
         if (ty == LUA_TNIL)
             lua_pop(L, 1);
         else

@@ -403,6 +403,9 @@ static void test_bad_templates(void **state)
                       (const char *[]){"bad_omit", "SPLIT", "omit_in_name", NULL});
     expect_open_error(DATA "/bad_archs", MT_ERR_TEMPLATE,
                       (const char *[]){"bad_archs", "archs[2]", "not a known target", NULL});
+    expect_open_error(DATA "/bad_gate_omit", MT_ERR_TEMPLATE,
+                      (const char *[]){"bad_gate_omit", "'B'", "omit_in_name must be its first",
+                                       NULL});
     expect_open_error(DATA "/does_not_exist", MT_ERR_IO,
                       (const char *[]){"does_not_exist", NULL});
     mt_gen_close(NULL);
