@@ -27,6 +27,8 @@ static const gen_target targets[] = {
  * minutes of Lua calls. */
 #define MAX_POINTS 20000000.0
 
+const char *gen_target_names(void) { return "sm_80, sm_86, sm_89, sm_90a, compute_90"; }
+
 const gen_target *gen_target_find(const char *arch)
 {
     for (size_t i = 0; arch && i < MT_ARRAY_LEN(targets); i++)
@@ -352,8 +354,8 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
     memset(rep, 0, sizeof *rep);
     const gen_target *tg = gen_target_find(f->arch);
     if (!tg)
-        return gen_set_err(g, MT_ERR_UNSUPPORTED, "unknown arch '%s' (known: sm_80, sm_86, sm_89, "
-                           "sm_90a, compute_90)", f->arch ? f->arch : "(null)");
+        return gen_set_err(g, MT_ERR_UNSUPPORTED, "unknown arch '%s' (known: %s)",
+                           f->arch ? f->arch : "(null)", gen_target_names());
     if (f->nparams < 0 || f->nparams > MT_GEN_MAX_FILTERS)
         return gen_set_err(g, MT_ERR_INVALID_ARG, "%d filters (at most %d)", f->nparams,
                            MT_GEN_MAX_FILTERS);

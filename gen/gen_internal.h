@@ -109,9 +109,10 @@ int gen_template_builds_for(const gen_template *t, const gen_target *tg, char *r
  * value not read): *ok 1/0, reason set when 0; *ok 1 where q has none. */
 mt_status gen_template_gate(gen_template *t, int q, const int *point, const gen_target *tg,
                             int *ok, char *reason, size_t reason_size, char *msg, size_t msg_size);
-/* Whether a point is valid: the family builds for tg, each parameter off its first value checked by
- * its only_if, in declaration order (unless gates_checked: a walk that has
- * done so on the way), then valid(p, target). *ok 1/0; reason set when 0. */
+/* Whether a point is valid: the family builds for tg, each parameter off
+ * its first value passes its only_if, in declaration order (unless
+ * gates_checked: a walk that has asked them on the way), then valid(p,
+ * target). *ok 1/0; reason set when 0. */
 mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg,
                              int gates_checked, int *ok, char *reason, size_t reason_size,
                              char *msg, size_t msg_size);
@@ -123,6 +124,8 @@ mt_status gen_template_render(gen_template *t, const int *point, const char *nam
 
 /* ---- enumerate.c ---- */
 const gen_target *gen_target_find(const char *arch);
+/* The known targets, for messages: "sm_80, ..., compute_90". */
+const char *gen_target_names(void);
 /* The template and point of a variant made earlier: its family is loaded,
  * its version is the template's and its name is the one its parameters give
  * today (MT_ERR_NOT_FOUND, MT_ERR_INCOMPATIBLE, set on g). Validity for a

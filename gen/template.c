@@ -265,8 +265,8 @@ static int load_archs(lua_State *L, step *c, int tbl)
         const gen_target *tg = lua_type(L, -1) == LUA_TSTRING ? gen_target_find(lua_tostring(L, -1))
                                                               : NULL;
         if (!tg)
-            FAIL(c, "template %s: archs[%d] is not a known target (sm_80, sm_86, sm_89, sm_90a, "
-                    "compute_90)", t->family, i + 1);
+            FAIL(c, "template %s: archs[%d] is not a known target (%s)", t->family, i + 1,
+                 gen_target_names());
         t->archs[t->narchs++] = tg;
         lua_pop(L, 1);
     }
@@ -675,19 +675,18 @@ mt_status gen_template_gate(gen_template *t, int q, const int *point, const gen_
 int gen_template_builds_for(const gen_template *t, const gen_target *tg, char *reason,
                             size_t reason_size)
 {
-    mt_buf b = {0};
-    for (int i = 0; i < t->narchs; i++) {
-        if (t->archs[i] == tg) {
-            mt_buf_free(&b);
+    for (int i = 0; i < t->narchs; i++)
+        if (t->archs[i] == tg)
             return 1;
-        }
+    if (t->narchs == 0)
+        return 1;
+    mt_buf b = {0};
+    for (int i = 0; i < t->narchs; i++)
         mt_buf_printf(&b, "%s%s", i == 0 ? "needs " : i + 1 < t->narchs ? ", " : " or ",
                       t->archs[i]->arch);
-    }
-    if (t->narchs)
-        mt_strlcpy(reason, b.data ? b.data : "needs another target", reason_size);
+    mt_strlcpy(reason, b.data ? b.data : "needs another target", reason_size);
     mt_buf_free(&b);
-    return t->narchs == 0;
+    return 0;
 }
 
 mt_status gen_template_valid(gen_template *t, const int *point, const gen_target *tg,
