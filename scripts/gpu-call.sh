@@ -83,3 +83,26 @@ ab_pair() {
   MT_BENCH_PROBLEMS="$2" MT_AB_M=$3 MT_AB_OLD_DB=/tmp/ab-$1-old.db MT_AB_NEW_DB=/tmp/ab-$1-new.db \
     MT_AB_RUN_TIMEOUT=40 timeout 150 scripts/gpu-steps.sh abdb
 }
+
+# ab_swap_kernels SRC OLD NEW KERNELS: the A/B files of kernels made again
+# in the tuned file SRC (gpu-steps.sh abdb): NEW a copy of SRC, OLD one with
+# the kernels of the SQLite file KERNELS (gzipped or not; its table kernel,
+# rows as the database's) in place of those of the same name and arch.
+ab_swap_kernels() {
+  [ -f "$4.gz" ] && gunzip -f "$4.gz"
+  python3 - "$@" <<'PY'
+import shutil, sqlite3, sys
+src, old, new, kernels = sys.argv[1:]
+shutil.copy(src, new)
+shutil.copy(src, old)
+c = sqlite3.connect(old)
+rows = sqlite3.connect(kernels).execute(
+    "select name, arch, source, source_sha256, image, image_sha256 from kernel").fetchall()
+for name, arch, source, ssha, image, isha in rows:
+    n = c.execute("update kernel set source = ?, source_sha256 = ?, image = ?, image_sha256 = ?"
+                  " where name = ? and arch = ?", (source, ssha, image, isha, name, arch)).rowcount
+    print(f"== old kernel {name}: {n} row(s)")
+c.commit()
+c.close()
+PY
+}

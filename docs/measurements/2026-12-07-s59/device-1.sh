@@ -42,23 +42,9 @@ done
 echo "== after the tests: $(left) s left"
 
 # The A/B files: the card's file as it is (new) and with the act_quant
-# kernels of 291a79c in place of its own (old).
-gunzip -f .gpu/act-old-kernels.db.gz
-python3 - "$file" /tmp/ab-act-new.db /tmp/ab-act-old.db .gpu/act-old-kernels.db <<'PY'
-import shutil, sqlite3, sys
-src, new, old, kernels = sys.argv[1:]
-shutil.copy(src, new)
-shutil.copy(src, old)
-c = sqlite3.connect(old)
-rows = sqlite3.connect(kernels).execute(
-    "select name, arch, source, source_sha256, image, image_sha256 from kernel").fetchall()
-for name, arch, source, ssha, image, isha in rows:
-    n = c.execute("update kernel set source = ?, source_sha256 = ?, image = ?, image_sha256 = ?"
-                  " where name = ? and arch = ?", (source, ssha, image, isha, name, arch)).rowcount
-    print(f"== old act kernel {name}: {n} row(s)")
-c.commit()
-c.close()
-PY
+# kernels of 291a79c in place of its own (old). (Inline in calls 1 and 2;
+# since, the same steps as scripts/gpu-call.sh's ab_swap_kernels.)
+ab_swap_kernels "$file" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
 if [ -z "$sku" ]; then
   MT_BENCH_BUDGET=240 timeout $(( $(left) - 60 )) scripts/gpu-steps.sh bench 2>&1 | tail -40
   echo "== after the table: $(left) s left"

@@ -19,21 +19,7 @@ case "$gpu" in
 esac
 MT_STEP_TESTS="gpu_quant:" MT_GPU_QUANT_MODES=fp8-block MT_TEST_TIMEOUT=60 scripts/gpu-steps.sh tests
 echo "== after the tests: $(left) s left"
-gunzip -f .gpu/act-old-kernels.db.gz
-python3 - "$file" /tmp/ab-act-new.db /tmp/ab-act-old.db .gpu/act-old-kernels.db <<'PY'
-import shutil, sqlite3, sys
-src, new, old, kernels = sys.argv[1:]
-shutil.copy(src, new)
-shutil.copy(src, old)
-c = sqlite3.connect(old)
-rows = sqlite3.connect(kernels).execute(
-    "select name, arch, source, source_sha256, image, image_sha256 from kernel").fetchall()
-for name, arch, source, ssha, image, isha in rows:
-    c.execute("update kernel set source = ?, source_sha256 = ?, image = ?, image_sha256 = ?"
-              " where name = ? and arch = ?", (source, ssha, image, isha, name, arch))
-c.commit()
-c.close()
-PY
+ab_swap_kernels "$file" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
 MT_BENCH_PROBLEMS="dsv3-tp8-fp8 qwen3-30b-a3b-fp8" MT_AB_M=4096 MT_AB_OLD_DB=/tmp/ab-act-old.db \
   MT_AB_NEW_DB=/tmp/ab-act-new.db MT_AB_RUN_TIMEOUT=20 timeout $(( $(left) - 5 )) scripts/gpu-steps.sh abdb
 echo "== after the A/B: $(left) s left"
