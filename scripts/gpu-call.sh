@@ -16,6 +16,22 @@ chmod +x .gpu/bin*/*
 gpu=$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "== $gpu"
 . scripts/gpu-env.sh
+# card_db, card_sku: this card's own tuned file and, off the H200, the sku
+# its entries carry (MT_SHIPPED_SKU).
+case "$gpu" in
+"NVIDIA H200"*) card_db=db/tuned/nvidia-h200.db card_sku= ;;
+*) card_db=db/tuned/nvidia-h100-80gb-hbm3.db card_sku=${gpu%%,*} ;;
+esac
+
+# runtime_check FILE LOG SECONDS: gpu_runtime on the tuned file FILE (its
+# entries as this card's where FILE is card_db), its output in LOG, and
+# its summary line.
+runtime_check() {
+  local sku=
+  [ "$1" = "$card_db" ] && sku=$card_sku
+  env MT_SHIPPED_DB="$1" ${sku:+"MT_SHIPPED_SKU=$sku"} timeout "$3" .gpu/bin/gpu_runtime >"$2" 2>&1
+  echo "== gpu_runtime on $1: exit $?; $(grep -E '^FAIL|checks,' "$2" | tail -3 | tr '\n' ' ')"
+}
 
 # pack_tuned_db WHAT [NAME]: gpu_runtime on $out/nvidia-h200.db (WHAT names
 # it in the summary line) with the time left, then its log and the file
@@ -57,8 +73,7 @@ PY
 silu8_proof() {
   MT_STEPS_KEEP_GOING=1 MT_STEP_TESTS="gpu_numeric: gpu_moe:_silu_ gpu_quant:_silu_" \
     MT_GPU_QUANT_MODES=fp8-block,int8-block MT_TEST_TIMEOUT=110 scripts/gpu-steps.sh tests
-  MT_SHIPPED_DB=db/tuned/nvidia-h200.db timeout 100 .gpu/bin/gpu_runtime >"$out/runtime-shipped.log" 2>&1
-  echo "== gpu_runtime on the shipped file: exit $?; $(grep -E '^FAIL|checks,' "$out/runtime-shipped.log" | tail -3 | tr '\n' ' ')"
+  runtime_check db/tuned/nvidia-h200.db "$out/runtime-shipped.log" 100
   gzip -9 "$out/runtime-shipped.log"
 }
 

@@ -24,19 +24,13 @@
 set -uo pipefail
 MT_CALL_LIMIT=${MT_CALL_LIMIT:-560}
 . scripts/gpu-call.sh
-case "$gpu" in
-"NVIDIA H200"*) file=db/tuned/nvidia-h200.db sku= ;;
-*) file=db/tuned/nvidia-h100-80gb-hbm3.db sku="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ;;
-esac
-
 tests="gpu_quant:"
-[ -n "$sku" ] || tests="gpu_numeric: gpu_moe:_silu_ $tests"
+[ -n "$card_sku" ] || tests="gpu_numeric: gpu_moe:_silu_ $tests"
 MT_STEPS_KEEP_GOING=1 MT_STEP_TESTS="$tests" \
   MT_GPU_QUANT_MODES=fp8-block,int8-block MT_TEST_TIMEOUT=110 scripts/gpu-steps.sh tests
-for f in db/tuned/nvidia-h200.db ${sku:+$file}; do
+for f in db/tuned/nvidia-h200.db ${card_sku:+$card_db}; do
   log=$out/runtime-$(basename "$f" .db).log
-  env MT_SHIPPED_DB="$f" ${sku:+"MT_SHIPPED_SKU=$sku"} timeout 100 .gpu/bin/gpu_runtime >"$log" 2>&1
-  echo "== gpu_runtime on $f: exit $?; $(grep -E '^FAIL|checks,' "$log" | tail -3 | tr '\n' ' ')"
+  runtime_check "$f" "$log" 100
   gzip -9 "$log"
 done
 echo "== after the tests: $(left) s left"
@@ -44,8 +38,8 @@ echo "== after the tests: $(left) s left"
 # The A/B files: the card's file as it is (new) and with the act_quant
 # kernels of 291a79c in place of its own (old). (Inline in calls 1 and 2;
 # since, the same steps as scripts/gpu-call.sh's ab_swap_kernels.)
-ab_swap_kernels "$file" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
-if [ -z "$sku" ]; then
+ab_swap_kernels "$card_db" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
+if [ -z "$card_sku" ]; then
   MT_BENCH_BUDGET=240 timeout $(( $(left) - 60 )) scripts/gpu-steps.sh bench 2>&1 | tail -40
   echo "== after the table: $(left) s left"
 fi

@@ -13,18 +13,13 @@
 set -uo pipefail
 MT_CALL_LIMIT=${MT_CALL_LIMIT:-95}
 . scripts/gpu-call.sh
-case "$gpu" in
-"NVIDIA H200"*) file=db/tuned/nvidia-h200.db sku= ;;
-*) file=db/tuned/nvidia-h100-80gb-hbm3.db sku="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" ;;
-esac
 MT_STEP_TESTS="gpu_quant:" MT_GPU_QUANT_MODES=fp8-block MT_TEST_TIMEOUT=60 scripts/gpu-steps.sh tests
 echo "== after the tests: $(left) s left"
-ab_swap_kernels "$file" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
+ab_swap_kernels "$card_db" /tmp/ab-act-old.db /tmp/ab-act-new.db .gpu/act-old-kernels.db
 MT_BENCH_PROBLEMS="dsv3-tp8-fp8 qwen3-30b-a3b-fp8" MT_AB_M=4096 MT_AB_OLD_DB=/tmp/ab-act-old.db \
   MT_AB_NEW_DB=/tmp/ab-act-new.db MT_AB_RUN_TIMEOUT=20 timeout $(( $(left) - 5 )) scripts/gpu-steps.sh abdb
 echo "== after the A/B: $(left) s left"
 if [ "$(left)" -gt 15 ]; then
-  env MT_SHIPPED_DB="$file" ${sku:+"MT_SHIPPED_SKU=$sku"} timeout $(( $(left) - 3 )) .gpu/bin/gpu_runtime >"$out/runtime.log" 2>&1
-  echo "== gpu_runtime on $file: exit $?; $(grep -E '^FAIL|checks,' "$out/runtime.log" | tail -3 | tr '\n' ' ')"
+  runtime_check "$card_db" "$out/runtime.log" $(( $(left) - 3 ))
 fi
 echo "== call: $(( $(date +%s) - T0 )) s"
