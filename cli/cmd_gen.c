@@ -121,8 +121,9 @@ static int parse_archs(gen_args *a, const char *text, int many)
     char *save = NULL;
     for (char *t = strtok_r(a->arch_text, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (!mt_gen_arch_known(t)) {
-            fprintf(stderr, "moetune gen: unknown arch '%s' (sm_80, sm_86, sm_89, sm_90a, "
-                            "compute_90)\n", t);
+            char known[MT_GEN_ARCH_NAMES_SIZE];
+            fprintf(stderr, "moetune gen: unknown arch '%s' (known: %s)\n", t,
+                    mt_gen_arch_names(known, sizeof known));
             return 0;
         }
         if (a->narchs == (int)MT_ARRAY_LEN(a->archs))

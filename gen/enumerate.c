@@ -27,7 +27,8 @@ static const gen_target targets[] = {
  * minutes of Lua calls. */
 #define MAX_POINTS 20000000.0
 
-const char *gen_target_names(char *buf, size_t size)
+/* From the target table, so that a new target needs no second list. */
+const char *mt_gen_arch_names(char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -362,10 +363,10 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
     mt_prune_report *rep = report ? report : &local;
     memset(rep, 0, sizeof *rep);
     const gen_target *tg = gen_target_find(f->arch);
-    char known[GEN_TARGET_NAMES_SIZE];
+    char known[MT_GEN_ARCH_NAMES_SIZE];
     if (!tg)
         return gen_set_err(g, MT_ERR_UNSUPPORTED, "unknown arch '%s' (known: %s)",
-                           f->arch ? f->arch : "(null)", gen_target_names(known, sizeof known));
+                           f->arch ? f->arch : "(null)", mt_gen_arch_names(known, sizeof known));
     if (f->nparams < 0 || f->nparams > MT_GEN_MAX_FILTERS)
         return gen_set_err(g, MT_ERR_INVALID_ARG, "%d filters (at most %d)", f->nparams,
                            MT_GEN_MAX_FILTERS);

@@ -124,10 +124,6 @@ mt_status gen_template_render(gen_template *t, const int *point, const char *nam
 
 /* ---- enumerate.c ---- */
 const gen_target *gen_target_find(const char *arch);
-/* The known targets, for messages ("sm_80, ..., compute_90"), from the
- * target table into buf (cut to size); returns buf. */
-#define GEN_TARGET_NAMES_SIZE 128
-const char *gen_target_names(char *buf, size_t size);
 /* The template and point of a variant made earlier: its family is loaded,
  * its version is the template's and its name is the one its parameters give
  * today (MT_ERR_NOT_FOUND, MT_ERR_INCOMPATIBLE, set on g). Validity for a

@@ -264,10 +264,10 @@ static int load_archs(lua_State *L, step *c, int tbl)
         lua_rawgeti(L, -1, i + 1);
         const gen_target *tg = lua_type(L, -1) == LUA_TSTRING ? gen_target_find(lua_tostring(L, -1))
                                                               : NULL;
-        char known[GEN_TARGET_NAMES_SIZE];
+        char known[MT_GEN_ARCH_NAMES_SIZE];
         if (!tg)
             FAIL(c, "template %s: archs[%d] is not a known target (%s)", t->family, i + 1,
-                 gen_target_names(known, sizeof known));
+                 mt_gen_arch_names(known, sizeof known));
         t->archs[t->narchs++] = tg;
         lua_pop(L, 1);
     }

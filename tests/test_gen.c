@@ -588,6 +588,32 @@ static void test_includes_stay_inside(void **state)
     mt_gen_close(g);
 }
 
+/* The known targets' names come from the generator's own table: each one
+ * listed is known, the H100/H200 target and the PTX one among them, and a
+ * short buffer gets a terminated prefix. */
+static void test_arch_names(void **state)
+{
+    (void)state;
+    char buf[MT_GEN_ARCH_NAMES_SIZE], copy[MT_GEN_ARCH_NAMES_SIZE];
+    assert_ptr_equal(mt_gen_arch_names(buf, sizeof buf), buf);
+    strcpy(copy, buf);
+    int n = 0, sm90a = 0, ptx = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save), n++) {
+        assert_true(mt_gen_arch_known(t));
+        sm90a += strcmp(t, "sm_90a") == 0;
+        ptx += strcmp(t, "compute_90") == 0;
+    }
+    assert_int_equal(n, 5);
+    assert_int_equal(sm90a, 1);
+    assert_int_equal(ptx, 1);
+    assert_false(mt_gen_arch_known("sm_99"));
+    char small[9];
+    mt_gen_arch_names(small, sizeof small);
+    assert_int_equal(strlen(small), sizeof small - 1);
+    assert_memory_equal(small, buf, sizeof small - 1);
+}
+
 static void test_override(void **state)
 {
     (void)state;
@@ -832,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_sandbox),
         cmocka_unit_test(test_amalgamation),
         cmocka_unit_test(test_includes_stay_inside),
+        cmocka_unit_test(test_arch_names),
         cmocka_unit_test(test_override),
         cmocka_unit_test(test_determinism_and_ptx),
         cmocka_unit_test(test_cache),

@@ -67,6 +67,10 @@ mt_status mt_gen_template_hash(mt_gen *g, const char *family, char hex[65]);
 /* Known targets: sm_80, sm_86, sm_89, sm_90a, and compute_90 (PTX for newer
  * GPUs: sm = 90 without the sm_90a features). */
 int mt_gen_arch_known(const char *arch);
+/* The known targets' names, for messages ("sm_80, ..., compute_90"), into
+ * buf (cut to size; MT_GEN_ARCH_NAMES_SIZE holds them all); returns buf. */
+#define MT_GEN_ARCH_NAMES_SIZE 128
+const char *mt_gen_arch_names(char *buf, size_t size);
 
 #define MT_GEN_MAX_FILTERS 16
 typedef struct mt_gen_filter {
