@@ -31,7 +31,8 @@ static const gen_target targets[] = {
 const char *mt_gen_arch_names(char *buf, size_t size)
 {
     size_t used = 0;
-    buf[0] = '\0';
+    if (size)
+        buf[0] = '\0';
     for (size_t i = 0; i < MT_ARRAY_LEN(targets) && used < size; i++) {
         const int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", targets[i].arch);
         used += n > 0 ? (size_t)n : 0;
