@@ -63,8 +63,19 @@ mt_status mt_ep_check(const mt_ep_config *cfg, const mt_experts *ex, const mt_pr
                        (int)cfg->format, (long long)cfg->capacity);
     if (p->M < 1)
         return mt_errf(msg, msg_size, MT_ERR_SHAPE, "the max M of an EP object must be at least 1");
+    /* The rank's own problem (its tokens, the global experts) as a problem
+     * of its own, before the experts' problem made from it. */
+    mt_problem rank_p = *p;
+    rank_p.has_expert_map = 0;
+    rank_p.local_E = rank_p.E;
+    rank_p.format = MT_FORMAT_STANDARD;
+    rank_p.max_tokens = 0;
+    char why[768];
+    mt_status st = mt_problem_validate(&rank_p, why, sizeof why);
+    if (st)
+        return mt_errf(msg, msg_size, st, "the problem of rank %d: %s", cfg->rank, why);
     mt_problem inner;
-    mt_status st = mt_ep_inner_problem(p, cfg, capacity_of(cfg, p), &inner, msg, msg_size);
+    st = mt_ep_inner_problem(p, cfg, capacity_of(cfg, p), &inner, msg, msg_size);
     if (st)
         return st;
     mt_prepare_finalize *pf = NULL;
@@ -72,7 +83,6 @@ mt_status mt_ep_check(const mt_ep_config *cfg, const mt_experts *ex, const mt_pr
                                                                           : MT_PF_STANDARD,
                                          &pf)))
         return mt_errf(msg, msg_size, st, "out of memory");
-    char why[768];
     st = mt_compose_check(pf, ex, &inner, why, sizeof why);
     mt_prepare_finalize_destroy(pf);
     if (st)
@@ -200,10 +210,10 @@ mt_status mt_ep_create(mt_context *ctx, const mt_ep_config *cfg, const mt_expert
     *out = ep;
     if (!ep)
         return MT_ERR_NO_MEMORY;
-    if (!ctx || !ctx->gpu.ctx)
-        return mt_errf(ep->err, sizeof ep->err, MT_ERR_INVALID_ARG,
-                       ctx ? "the context has no GPU (its creation failed)" : "the context is NULL");
-    mt_status st = mt_ep_check(cfg, ex, p, ep->err, sizeof ep->err);
+    mt_status st = mt_rt_context_usable(ctx, ep->err, sizeof ep->err);
+    if (st)
+        return st;
+    st = mt_ep_check(cfg, ex, p, ep->err, sizeof ep->err);
     if (st)
         return st;
     ep->ctx = ctx;
@@ -305,6 +315,7 @@ static mt_status check_call(mt_ep *ep, int64_t M, const mt_moe_tensors *t, const
         (st = need(ep, t->w2, "w2", PTR_REQUIRED, 16)) ||
         (st = need(ep, t->expert_map, "expert_map", PTR_FORBIDDEN, 1)) ||
         (st = need(ep, t->expert_num_tokens, "expert_num_tokens", PTR_FORBIDDEN, 1)) ||
+        (st = mt_moe_check_quant_tensors(&ep->p.quant, t, 1, ep->err, sizeof ep->err)) ||
         (st = need(ep, ws, "workspace", PTR_REQUIRED, 256)))
         return st;
     if (ws_size < ep->L.total)

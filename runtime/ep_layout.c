@@ -224,13 +224,20 @@ mt_status mt_ep_inner_problem(const mt_problem *p, const mt_ep_config *cfg, int6
         return mt_errf(msg, msg_size, MT_ERR_SHAPE,
                        "EP capacity %lld rows per peer: %d ranks x capacity must be 1..%d rows",
                        (long long)cap, cfg->world, MT_MAX_TOKENS);
+    if (cfg->format == MT_FORMAT_BATCHED && p->max_tokens < 0)
+        return mt_errf(msg, msg_size, MT_ERR_SHAPE,
+                       "max_tokens=%lld: the batched rows per local expert must be 0 (world x "
+                       "capacity) or more",
+                       (long long)p->max_tokens);
     *out = *p;
     out->M = (int64_t)cfg->world * cap;
     out->E = p->E + 1;
     out->has_expert_map = 1;
     out->local_E = count;
     out->format = cfg->format;
-    if (cfg->format == MT_FORMAT_BATCHED && out->max_tokens < 1)
+    /* A local expert receives at most every peer's whole buffer: more rows
+     * would only be workspace never written. */
+    if (cfg->format == MT_FORMAT_BATCHED && (out->max_tokens < 1 || out->max_tokens > out->M))
         out->max_tokens = out->M;
     if (cfg->format != MT_FORMAT_BATCHED)
         out->max_tokens = 0;

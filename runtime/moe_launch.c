@@ -967,6 +967,32 @@ static mt_status check_ptr(const void *ptr, const char *what, int required, char
     return check_ptr_align(ptr, what, required, 16, msg, msg_size);
 }
 
+mt_status mt_moe_check_quant_tensors(const mt_quant_config *qc, const mt_moe_tensors *t, int strict,
+                                     char *msg, size_t msg_size)
+{
+    const int quant = qc->mode != MT_QUANT_NONE;
+    const struct {
+        const void *ptr;
+        const char *what;
+        int used;
+        unsigned align;
+    } q[] = {{t->w1_scale, "w1_scale", quant, 4},
+             {t->w2_scale, "w2_scale", quant, 4},
+             {t->w1_zero, "w1_zero", qc->has_zero_point, 1},
+             {t->w2_zero, "w2_zero", qc->has_zero_point, 1},
+             {t->a1_scale, "a1_scale", qc->static_act_scale, 4},
+             {t->a2_scale, "a2_scale", qc->static_act_scale, 4}};
+    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+        if (strict && !q[i].used && q[i].ptr)
+            return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "%s must be NULL for this problem",
+                           q[i].what);
+        mt_status st = check_ptr_align(q[i].ptr, q[i].what, q[i].used, q[i].align, msg, msg_size);
+        if (st)
+            return st;
+    }
+    return MT_OK;
+}
+
 /* Enqueue an act_quant kernel: per-tensor dynamic scales take two launches
  * (amax, then quantize), the others one. */
 static mt_status launch_quant(launch_seq *q, mt_step step, const mt_kernel *k, mt_quant_args *qa, char *msg,
@@ -1027,13 +1053,8 @@ mt_status mt_moe_run_steps(const mt_moe_plan *plan, const mt_problem *p, const m
         (st = check_ptr(t->expert_map, "expert_map", p->has_expert_map && standard, msg, msg_size)))
         return st;
     const mt_quant_config *qc = &p->quant;
-    const int quant = qc->mode != MT_QUANT_NONE, w8a8 = mt_quant_is_w8a8(qc->mode);
-    if ((st = check_ptr_align(t->w1_scale, "w1_scale", quant, 4, msg, msg_size)) ||
-        (st = check_ptr_align(t->w2_scale, "w2_scale", quant, 4, msg, msg_size)) ||
-        (st = check_ptr_align(t->w1_zero, "w1_zero", qc->has_zero_point, 1, msg, msg_size)) ||
-        (st = check_ptr_align(t->w2_zero, "w2_zero", qc->has_zero_point, 1, msg, msg_size)) ||
-        (st = check_ptr_align(t->a1_scale, "a1_scale", qc->static_act_scale, 4, msg, msg_size)) ||
-        (st = check_ptr_align(t->a2_scale, "a2_scale", qc->static_act_scale, 4, msg, msg_size)))
+    const int w8a8 = mt_quant_is_w8a8(qc->mode);
+    if ((st = mt_moe_check_quant_tensors(qc, t, 0, msg, msg_size)))
         return st;
     if (p->M == 0 && standard)
         return MT_OK;

@@ -108,6 +108,15 @@ int mt_moe_plan_needs(const mt_moe_plan *plan, const mt_problem *p, mt_step s);
  * of its CTAs done and one per slot. */
 size_t mt_moe_workspace_size(const mt_moe_plan *plan, const mt_problem *p);
 
+/* The quantization tensors of t against qc, before anything is enqueued:
+ * the weight scales (4-byte aligned) in every quant mode, the zero points
+ * with has_zero_point, the static activation scales (4-byte aligned) with
+ * static_act_scale, each required non-NULL where used; with strict (the
+ * engine-facing objects), each one the problem does not use must be NULL.
+ * MT_ERR_INVALID_ARG or MT_ERR_ALIGNMENT naming the tensor. */
+mt_status mt_moe_check_quant_tensors(const mt_quant_config *qc, const mt_moe_tensors *t, int strict,
+                                     char *msg, size_t msg_size);
+
 /* Run the experts stage (standard format: the whole fused MoE into t->out
  * [M, K]; batched: [local_E, max_tokens, K] into t->out). Device pointers in
  * t, including the quant mode's scales/zero points (problem.h layouts;

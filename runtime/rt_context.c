@@ -95,6 +95,17 @@ mt_status mt_context_create(const mt_context_config *cfg, mt_context **out)
     }
     mt_rt_log(ctx, MT_LOG_INFO, "moetune %s: GPU %d %s (cc %s, %s), %d database(s)",
               MT_VERSION_STRING, cfg->device, ctx->gpu.name, ctx->cc, ctx->arch, ctx->ndbs);
+    ctx->ready = 1;
+    return MT_OK;
+}
+
+mt_status mt_rt_context_usable(const mt_context *ctx, char *msg, size_t msg_size)
+{
+    if (!ctx)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the context is NULL");
+    if (!ctx->ready)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "the context's creation failed: %s",
+                       ctx->err[0] ? ctx->err : "(no reason recorded)");
     return MT_OK;
 }
 

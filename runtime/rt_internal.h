@@ -39,6 +39,7 @@ struct mt_context {
     mt_db_provenance prov;       /* this machine, for mismatch reports */
     pthread_mutex_t lock;        /* kernel cache, databases, err during create */
     int lock_ok;
+    int ready;                   /* mt_context_create returned MT_OK */
     rt_loaded **loaded;          /* stable pointers: modular kernels hold them */
     size_t nloaded, cap_loaded;
 };
@@ -93,6 +94,10 @@ const char *mt_rt_default_family_hash(const char *family);
 
 /* This machine's provenance (for comparisons with stored entries). */
 void mt_rt_current_provenance(const mt_gpu *gpu, mt_db_provenance *out);
+/* MT_OK if ctx is a context whose creation succeeded; else MT_ERR_INVALID_ARG
+ * with why in msg (NULL, or the reason its creation failed: a context whose
+ * database did not open holds a GPU but would serve without the database). */
+mt_status mt_rt_context_usable(const mt_context *ctx, char *msg, size_t msg_size);
 
 /* Compile a self-contained source for arch with NVRTC into a cubin
  * (*image malloc'd). The NVRTC log is in msg on failure. */

@@ -255,10 +255,10 @@ mt_status mt_modular_kernel_create(mt_context *ctx, const mt_prepare_finalize *p
     *out = mk;
     if (!mk)
         return MT_ERR_NO_MEMORY;
-    if (!ctx || !ctx->gpu.ctx)
-        return mt_errf(mk->err, sizeof mk->err, MT_ERR_INVALID_ARG,
-                       ctx ? "the context has no GPU (its creation failed)" : "the context is NULL");
-    mt_status st = mt_compose_check(pf, ex, p, mk->err, sizeof mk->err);
+    mt_status st = mt_rt_context_usable(ctx, mk->err, sizeof mk->err);
+    if (st)
+        return st;
+    st = mt_compose_check(pf, ex, p, mk->err, sizeof mk->err);
     if (st)
         return st;
     if (!mt_rt_launcher_accepts(p->quant.mode, pf->format, ctx->arch))
@@ -356,7 +356,6 @@ static mt_status check_args(mt_modular_kernel *mk, int64_t M, const mt_moe_tenso
                        "M=%lld is outside [0, %lld]: this kernel's workspace was sized for at "
                        "most %lld tokens (no chunking); create it with a larger max M",
                        (long long)M, (long long)p->M, (long long)p->M);
-    const int wq = p->quant.mode != MT_QUANT_NONE;
     mt_status st;
     if ((st = check_ptr(mk, t->hidden, "hidden", 1, 16)) ||
         (st = check_ptr(mk, t->w1, "w1", 1, 16)) || (st = check_ptr(mk, t->w2, "w2", 1, 16)) ||
@@ -365,12 +364,7 @@ static mt_status check_args(mt_modular_kernel *mk, int64_t M, const mt_moe_tenso
         (st = check_ptr(mk, t->topk_weights, "topk_weights", 1, 16)) ||
         (st = check_ptr(mk, t->expert_map, "expert_map", p->has_expert_map, 16)) ||
         (st = check_ptr(mk, t->expert_num_tokens, "expert_num_tokens", 0, 1)) ||
-        (!wq && (st = check_ptr(mk, t->w1_scale, "w1_scale", 0, 1))) ||
-        (!wq && (st = check_ptr(mk, t->w2_scale, "w2_scale", 0, 1))) ||
-        (st = check_ptr(mk, t->w1_zero, "w1_zero", p->quant.has_zero_point, 1)) ||
-        (st = check_ptr(mk, t->w2_zero, "w2_zero", p->quant.has_zero_point, 1)) ||
-        (st = check_ptr(mk, t->a1_scale, "a1_scale", p->quant.static_act_scale, 4)) ||
-        (st = check_ptr(mk, t->a2_scale, "a2_scale", p->quant.static_act_scale, 4)) ||
+        (st = mt_moe_check_quant_tensors(&p->quant, t, 1, mk->err, sizeof mk->err)) ||
         (st = check_ptr(mk, ws, "workspace", 1, 256)))
         return st;
     if (ws_size < mk->ws_size)

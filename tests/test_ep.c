@@ -287,6 +287,16 @@ static void test_inner_problem_and_map(void **state)
     p.max_tokens = 40;
     assert_int_equal(mt_ep_inner_problem(&p, &cfg, 24, &q, msg, sizeof msg), MT_OK);
     assert_int_equal(q.max_tokens, 40);
+    /* No local expert receives more than every peer's buffer (a larger
+     * max_tokens once sized a 21 GB workspace for 16-token buffers); a
+     * negative one is refused, not taken as the default. */
+    p.max_tokens = 1 << 20;
+    assert_int_equal(mt_ep_inner_problem(&p, &cfg, 24, &q, msg, sizeof msg), MT_OK);
+    assert_int_equal(q.max_tokens, 96);
+    p.max_tokens = -5;
+    assert_int_equal(mt_ep_inner_problem(&p, &cfg, 24, &q, msg, sizeof msg), MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "max_tokens=-5"));
+    p.max_tokens = 0;
     p.E = MT_MAX_EXPERTS;
     assert_int_equal(mt_ep_inner_problem(&p, &cfg, 24, &q, msg, sizeof msg), MT_ERR_SHAPE);
     p.E = 10;
@@ -420,6 +430,19 @@ static void test_compose_checks(void **state)
     cfg.world = 17;   /* more ranks than experts */
     assert_int_equal(mt_ep_check(&cfg, bat_ex, &p, msg, sizeof msg), MT_ERR_INVALID_ARG);
     cfg.world = 2;
+    /* The rank's own problem is validated too: topk over E, and more tokens
+     * than a problem takes, where a capacity kept the experts' problem
+     * small (both once passed). */
+    p.topk = 17;
+    assert_int_equal(mt_ep_check(&cfg, bat_ex, &p, msg, sizeof msg), MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "the problem of rank 0: "));
+    assert_non_null(strstr(msg, "topk"));
+    p.topk = 2;
+    p.M = (int64_t)MT_MAX_TOKENS + 1;
+    cfg.capacity = 64;
+    assert_int_equal(mt_ep_check(&cfg, bat_ex, &p, msg, sizeof msg), MT_ERR_SHAPE);
+    assert_non_null(strstr(msg, "the problem of rank 0: "));
+    cfg.capacity = 0;
     p.M = 0;
     assert_int_equal(mt_ep_check(&cfg, bat_ex, &p, msg, sizeof msg), MT_ERR_SHAPE);
     assert_int_equal(mt_ep_check(NULL, bat_ex, &p, msg, sizeof msg), MT_ERR_INVALID_ARG);
@@ -451,6 +474,17 @@ static void test_create_without_gpu(void **state)
     assert_int_equal(mt_ep_read_error(ep, 1, buf), MT_ERR_INVALID_ARG);
     assert_true(strstr(mt_ep_errmsg(ep), "context") != NULL);
     mt_ep_destroy(ep);
+    /* A context that holds a GPU but failed on its database (made by hand)
+     * is refused too, with its reason. */
+    mt_context *bad = calloc(1, sizeof *bad);
+    assert_non_null(bad);
+    bad->gpu.ctx = (CUcontext)(uintptr_t)0x1000;   /* never used: the refusal comes first */
+    mt_strlcpy(bad->err, "opening the user database: /u.db: unable to open", sizeof bad->err);
+    assert_int_equal(mt_ep_create(bad, &cfg, ex, &p, &ep), MT_ERR_INVALID_ARG);
+    assert_string_equal(mt_ep_errmsg(ep),
+                        "the context's creation failed: opening the user database: /u.db: unable to open");
+    mt_ep_destroy(ep);
+    free(bad);
     mt_ep_destroy(NULL);
     assert_non_null(mt_ep_errmsg(NULL));
     assert_int_equal(mt_ep_create(NULL, &cfg, ex, &p, NULL), MT_ERR_INVALID_ARG);

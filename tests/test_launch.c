@@ -225,6 +225,53 @@ static void expect_map(const encode_call *c, const void *base, cuuint32_t type, 
 }
 
 /* bf16 at 128-row tiles: 128x256 "ws" tiles with TMA, GEMM1 fusing silu. */
+/* The quantization tensors are checked before anything is enqueued, by one
+ * function for mt_moe_run and the engine-facing objects (a batched modular
+ * kernel once enqueued its dispatch before finding a NULL w1_scale, an EP
+ * call its exchange). */
+static void test_quant_tensor_checks(void **state)
+{
+    (void)state;
+    mt_quant_config qc;
+    memset(&qc, 0, sizeof qc);
+    qc.mode = MT_QUANT_INT8_PER_TOKEN;
+    mt_moe_tensors t;
+    memset(&t, 0, sizeof t);
+    char msg[128];
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "w1_scale is NULL");
+    t.w1_scale = (const float *)(uintptr_t)0x1000;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 0, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "w2_scale is NULL");
+    t.w2_scale = (const float *)(uintptr_t)0x1002;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_ALIGNMENT);
+    assert_non_null(strstr(msg, "w2_scale"));
+    assert_non_null(strstr(msg, "4-byte aligned"));
+    t.w2_scale = (const float *)(uintptr_t)0x1004;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_OK);
+    /* An unused tensor: refused when strict, let pass otherwise. */
+    t.a1_scale = (const float *)(uintptr_t)0x2000;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "a1_scale must be NULL for this problem");
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 0, msg, sizeof msg), MT_OK);
+    qc.static_act_scale = 1;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "a2_scale is NULL");
+    /* No quant mode: the scales must be NULL when strict. */
+    memset(&qc, 0, sizeof qc);
+    memset(&t, 0, sizeof t);
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_OK);
+    t.w2_scale = (const float *)(uintptr_t)0x1000;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "w2_scale must be NULL for this problem");
+    /* Zero points with has_zero_point (w4a16 with zeros). */
+    qc.mode = MT_QUANT_W4A16;
+    qc.has_zero_point = 1;
+    t.w1_scale = (const float *)(uintptr_t)0x1000;
+    assert_int_equal(mt_moe_check_quant_tensors(&qc, &t, 1, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "w1_zero is NULL");
+}
+
 static void test_bf16_weight_maps(void **state)
 {
     (void)state;
@@ -1553,6 +1600,7 @@ static void test_read_error_decodes_flag(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quant_tensor_checks),
         cmocka_unit_test(test_bf16_weight_maps),
         cmocka_unit_test(test_fp8_weight_maps),
         cmocka_unit_test(test_wide_tensor_quant_grid),

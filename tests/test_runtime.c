@@ -34,6 +34,24 @@ static void test_version_and_hash(void **state)
     assert_int_equal(strspn(h, "0123456789abcdef"), 64);
 }
 
+/* A standard bf16 modular kernel composed on ctx is refused
+ * (MT_ERR_INVALID_ARG) with the message want. */
+static void compose_refused(mt_context *ctx, const char *want)
+{
+    mt_prepare_finalize *pf;
+    mt_experts *ex;
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, &pf), MT_OK);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex), MT_OK);
+    mt_problem p;
+    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    mt_modular_kernel *mk = NULL;
+    assert_int_equal(mt_modular_kernel_create(ctx, pf, ex, &p, &mk), MT_ERR_INVALID_ARG);
+    assert_string_equal(mt_modular_kernel_errmsg(mk), want);
+    mt_modular_kernel_destroy(mk);
+    mt_experts_destroy(ex);
+    mt_prepare_finalize_destroy(pf);
+}
+
 static void test_context_without_gpu(void **state)
 {
     (void)state;
@@ -49,8 +67,34 @@ static void test_context_without_gpu(void **state)
     assert_true(st == MT_ERR_NO_DRIVER || st == MT_ERR_NO_DEVICE);
     assert_true(strlen(mt_context_errmsg(ctx)) > 10);
     printf("  context: %s: %s\n", mt_status_str(st), mt_context_errmsg(ctx));
+    /* Nothing is composed on a context whose creation failed; the refusal
+     * quotes why it failed. */
+    char want[MT_RT_MSG + 64];
+    snprintf(want, sizeof want, "the context's creation failed: %s", mt_context_errmsg(ctx));
+    compose_refused(ctx, want);
     mt_context_destroy(ctx);
     assert_int_equal(mt_context_create(NULL, NULL), MT_ERR_INVALID_ARG);
+}
+
+/* A context that opened its GPU and then failed on a database (here made by
+ * hand: no GPU on this machine) holds a GPU context; composing on it once
+ * went ahead and served the built-in defaults without the database the
+ * caller configured. Refused now, with the database's error quoted. */
+static void test_context_failed_on_database(void **state)
+{
+    (void)state;
+    mt_context *ctx = calloc(1, sizeof *ctx);
+    assert_non_null(ctx);
+    ctx->gpu.ctx = (CUcontext)(uintptr_t)0x1000;   /* never used: the refusal comes first */
+    mt_strlcpy(ctx->err, "opening the system database: /x.db: file is not a database", sizeof ctx->err);
+    compose_refused(ctx, "the context's creation failed: opening the system database: /x.db: file is "
+                         "not a database");
+    char msg[256];
+    assert_int_equal(mt_rt_context_usable(NULL, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_string_equal(msg, "the context is NULL");
+    ctx->ready = 1;
+    assert_int_equal(mt_rt_context_usable(ctx, msg, sizeof msg), MT_OK);
+    free(ctx);
 }
 
 static void test_destroy_null(void **state)
@@ -589,6 +633,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_and_hash),
         cmocka_unit_test(test_context_without_gpu),
+        cmocka_unit_test(test_context_failed_on_database),
         cmocka_unit_test(test_destroy_null),
         cmocka_unit_test(test_objects),
         cmocka_unit_test(test_composition_rules),

@@ -106,7 +106,10 @@ void mt_ep_config_init(mt_ep_config *cfg);
  * CPU only (comm is not used). p is the per-rank problem: M = the most
  * tokens a rank passes, E global; has_expert_map/local_E/format are set by
  * the EP object (the ranks' expert ranges); max_tokens is the batched
- * capacity per local expert (0: world * capacity, never over).
+ * capacity per local expert (0: world * capacity; a larger value is taken
+ * as world * capacity, the most rows a local expert can receive; negative:
+ * MT_ERR_SHAPE). p is validated as a problem of its own first (topk <= E,
+ * M within MT_MAX_TOKENS...).
  * MT_OK, MT_ERR_INCOMPATIBLE (format or quant, the message names both
  * objects, as mt_compose_check), MT_ERR_INVALID_ARG (world, rank, E), or
  * the problem's validation status. msg: host buffer or NULL.
