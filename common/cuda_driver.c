@@ -147,6 +147,14 @@ mt_status mt_gpu_open(int ordinal, mt_gpu *gpu, char *msg, size_t msg_size)
     mt_cu.cuDeviceGetAttribute(&smem, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, gpu->dev);
     mt_cu.cuDriverGetVersion(&gpu->driver_version);
     gpu->max_smem_optin = (size_t)smem;
+    if (!mt_gpu_arch(gpu)) {
+        snprintf(msg, msg_size,
+                 "GPU %d (%s) is compute capability %d.%d: moetune's kernels are built for 8.0 to "
+                 "9.0 (sm_80, sm_86, sm_89, sm_90a)",
+                 ordinal, gpu->name, gpu->cc_major, gpu->cc_minor);
+        mt_gpu_close(gpu);
+        return MT_ERR_UNSUPPORTED;
+    }
     return MT_OK;
 }
 
@@ -160,12 +168,15 @@ void mt_gpu_close(mt_gpu *gpu)
 
 const char *mt_gpu_arch(const mt_gpu *gpu)
 {
-    int cc = gpu->cc_major * 10 + gpu->cc_minor;
-    if (cc >= 90 && cc < 100)
+    /* A cubin runs on its own major version at its minor version or above,
+     * sm_90a's only on 9.0: nothing of this build runs below 8.0 or from
+     * 10.0 on. */
+    const int cc = gpu->cc_major * 10 + gpu->cc_minor;
+    if (cc < 80 || cc >= 100)
+        return NULL;
+    if (cc >= 90)
         return "sm_90a";
-    if (cc >= 89)
-        return cc == 89 ? "sm_89" : "sm_90a";
-    if (cc >= 86)
-        return cc == 86 ? "sm_86" : "sm_80";
-    return "sm_80";
+    if (cc == 89)
+        return "sm_89";
+    return cc == 86 ? "sm_86" : "sm_80";   /* 8.7 has sm_80's shared memory */
 }

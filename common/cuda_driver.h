@@ -135,12 +135,16 @@ typedef struct mt_gpu {
     char name[128];
 } mt_gpu;
 
-/* Open GPU `ordinal`, retain its primary context and make it current. */
+/* Open GPU `ordinal`, retain its primary context and make it current.
+ * MT_ERR_UNSUPPORTED (nothing kept open) for a GPU that no kernel of this
+ * build runs on (mt_gpu_arch). */
 mt_status mt_gpu_open(int ordinal, mt_gpu *gpu, char *msg, size_t msg_size);
 /* Release the primary context; a zeroed or NULL gpu is a no-op. */
 void mt_gpu_close(mt_gpu *gpu);
 
-/* The arch string NVRTC wants for this GPU: "sm_90a", "sm_80", ... */
+/* The arch string NVRTC wants for this GPU: "sm_90a", "sm_80", ...; NULL
+ * where this build has none (compute capability below 8.0 or from 10.0 on,
+ * which mt_gpu_open refuses). */
 const char *mt_gpu_arch(const mt_gpu *gpu);
 
 #endif

@@ -75,6 +75,31 @@ static void test_driver_absent_is_a_status(void **state)
     mt_gpu_close(NULL);
 }
 
+/* The NVRTC arch of each compute capability, and none where no kernel of
+ * this build runs (an sm_90a cubin does not load on 10.0 or 12.0, an sm_80
+ * one not on 7.5; such a GPU once got a context that failed only at its
+ * first kernel load). */
+static void test_gpu_arch_by_compute_capability(void **state)
+{
+    (void)state;
+    static const struct {
+        int major, minor;
+        const char *arch;
+    } cases[] = {{7, 5, NULL},      {8, 0, "sm_80"},   {8, 6, "sm_86"},   {8, 7, "sm_80"},
+                 {8, 9, "sm_89"},   {9, 0, "sm_90a"},  {10, 0, NULL},     {12, 0, NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mt_gpu g;
+        memset(&g, 0, sizeof g);
+        g.cc_major = cases[i].major;
+        g.cc_minor = cases[i].minor;
+        const char *arch = mt_gpu_arch(&g);
+        if (cases[i].arch)
+            assert_string_equal(arch, cases[i].arch);
+        else
+            assert_null(arch);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -82,6 +107,7 @@ int main(void)
         cmocka_unit_test(test_sha256_known_vectors),
         cmocka_unit_test(test_variant_roundtrip),
         cmocka_unit_test(test_driver_absent_is_a_status),
+        cmocka_unit_test(test_gpu_arch_by_compute_capability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,8 +94,11 @@ void mt_context_config_init(mt_context_config *cfg);
  * and the databases. cfg may be NULL (defaults). *out is set even on failure
  * (unless MT_ERR_NO_MEMORY) so that mt_context_errmsg can say why; destroy
  * it in every case. Errors: MT_ERR_NO_DRIVER (no libcuda.so.1),
- * MT_ERR_NO_DEVICE (no such GPU), MT_ERR_CUDA, MT_ERR_IO / MT_ERR_DB (a
- * database), MT_ERR_INVALID_ARG (out NULL).
+ * MT_ERR_NO_DEVICE (no such GPU), MT_ERR_UNSUPPORTED (a GPU that no kernel
+ * of this build runs on: compute capability below 8.0 or from 10.0 on),
+ * MT_ERR_CUDA, MT_ERR_IO / MT_ERR_DB (a database), MT_ERR_INVALID_ARG (out
+ * NULL). A context whose creation failed serves nothing: composing on it is
+ * refused with its reason.
  */
 mt_status mt_context_create(const mt_context_config *cfg, mt_context **out);
 void mt_context_destroy(mt_context *ctx);
