@@ -104,11 +104,12 @@ static int parse_experts_hit(const char *text, const mt_problem *shape, const in
         int i = 0;
         while (i < nM && Ms[i] != m)
             i++;
-        const long long most = shape->E < m * shape->topk ? shape->E : m * shape->topk;
         if (i == nM) {
             fprintf(stderr, "moetune bench: --experts-hit: M=%lld is not one of the --M values\n", m);
             return 0;
         }
+        /* m is one of the validated --M values: m * topk cannot overflow. */
+        const long long most = shape->E < m * shape->topk ? shape->E : m * shape->topk;
         if (n < 1 || n > most) {
             fprintf(stderr, "moetune bench: --experts-hit: M=%lld can hit 1 to %lld experts, not %lld\n",
                     m, most, n);

@@ -188,7 +188,9 @@ mt_status mt_rt_default_pipeline(const mt_problem *p, int64_t M, const char *arc
 
 static int within_reach(int64_t Mt, int64_t M)
 {
-    return M <= Mt * MT_RT_REACH && M * MT_RT_REACH >= Mt;
+    /* M is a validated token count; Mt comes from a file and is not
+     * multiplied (a damaged entry's huge M would overflow). */
+    return (M + MT_RT_REACH - 1) / MT_RT_REACH <= Mt && M * MT_RT_REACH >= Mt;
 }
 
 /* One lookup step over the databases in order; MT_ERR_NOT_FOUND when none
