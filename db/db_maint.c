@@ -20,8 +20,13 @@ typedef struct verify_ctx {
 
 static void problem(verify_ctx *v, const char *text)
 {
-    if (v->problems++ == 0)
-        mt_strlcpy(v->first, text, sizeof v->first);
+    /* The first, quoted in one-line messages: its first line (SQLite's
+     * integrity check gives a row of many lines), at most 300 characters. */
+    if (v->problems++ == 0) {
+        const size_t n = strcspn(text, "\n");
+        snprintf(v->first, sizeof v->first, "%.*s%s", (int)(n < 300 ? n : 300), text,
+                 text[n < 300 ? n : 300] ? " ..." : "");
+    }
     if (v->report)
         v->report(text, v->rctx);
 }
@@ -109,6 +114,11 @@ static mt_status verify_entries(verify_ctx *v)
         long long M = sqlite3_column_int64(s, 1);
         mt_db_pipeline p;
         char msg[256], line[1024];
+        if (M < 1 || M > MT_MAX_TOKENS) {   /* no problem of moetune has it */
+            snprintf(line, sizeof line, "%s: entry %s M=%lld: M outside [1, %d]", db->path,
+                     sku ? sku : "?", M, MT_MAX_TOKENS);
+            problem(v, line);
+        }
         if (mt_db_pipeline_parse((const char *)sqlite3_column_text(s, 2), &p, msg, sizeof msg)) {
             snprintf(line, sizeof line, "%s: entry %s M=%lld: bad pipeline: %s", db->path,
                      sku ? sku : "?", M, msg);
@@ -189,17 +199,33 @@ static mt_status verify_result(verify_ctx *v, mt_status st, int *problems)
     return MT_OK;
 }
 
+/* The refusals' status: st, else MT_ERR_DB "<damage>, so <refused> (...)"
+ * where the check found problems. */
+static mt_status refusal(verify_ctx *v, mt_status st, const char *damage, const char *refused)
+{
+    if (!st && v->problems)
+        st = mt_db__fail(v->db, MT_ERR_DB, "%s, so %s (%d problem(s); first: %s; `moetune db "
+                         "verify` lists them all)", damage, refused, v->problems, v->first);
+    return st;
+}
+
 mt_status mt_db_refuse_damaged(mt_db *db, const char *refused)
 {
     if (!db || !refused)
         return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "refuse_damaged: NULL argument")
                   : MT_ERR_INVALID_ARG;
     verify_ctx v = {.db = db};
-    mt_status st = verify_storage(&v);
-    if (!st && v.problems)
-        st = mt_db__fail(db, MT_ERR_DB, "the file is damaged, so %s (%d problem(s); first: %s; "
-                         "`moetune db verify` lists them all)", refused, v.problems, v.first);
-    return st;
+    return refusal(&v, verify_storage(&v), "the file is damaged", refused);
+}
+
+mt_status mt_db_refuse_damaged_kernels(mt_db *db, const char *refused)
+{
+    if (!db || !refused)
+        return db ? mt_db__fail(db, MT_ERR_INVALID_ARG, "refuse_damaged_kernels: NULL argument")
+                  : MT_ERR_INVALID_ARG;
+    verify_ctx v = {.db = db};
+    return refusal(&v, mt_db_foreach_kernel(db, 1, verify_kernel, &v), "a stored kernel is damaged",
+                   refused);
 }
 
 mt_status mt_db__check_destination(mt_db *db, const char *refused)

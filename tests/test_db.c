@@ -334,6 +334,21 @@ static void test_kernel_hash(void **state)
     problems = -1;
     CHECK_OK(db, mt_db_verify_storage(db, NULL, NULL, &problems));
     assert_int_equal(problems, 0);
+    /* Writers that vouch for the stored kernels refuse it. */
+    assert_int_equal(mt_db_refuse_damaged_kernels(db, "nothing was done"), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "a stored kernel is damaged, so nothing was done"));
+    assert_non_null(strstr(mt_db_errmsg(db), v.name));
+    /* A backup with images is refused (its import would be: the export
+     * once wrote it and exited 0), and nothing is written; one without
+     * images is no copy of the bad image. */
+    const char *json = path_in(mt_test_tmpdir("db_kernel"), "k.json");
+    remove(json);
+    assert_int_equal(mt_db_export_json(db, json, MT_DB_JSON_IMAGES), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), v.name));
+    assert_non_null(strstr(mt_db_errmsg(db), "the export wrote nothing"));
+    FILE *f = fopen(json, "r");
+    assert_null(f);
+    CHECK_OK(db, mt_db_export_json(db, json, 0));
     mt_db_close(db);
 }
 
@@ -811,6 +826,27 @@ static void test_candidates(void **state)
     assert_int_not_equal(mt_db_forget_candidates(db, &k, 8, &forgotten), MT_OK);
     assert_int_not_equal(mt_db_forget_candidates(db, &none, 8, &forgotten), MT_OK);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2);
+    mt_db_close(db);
+}
+
+/* An entry at an M no problem has (a damaged row; the runtime's reach once
+ * multiplied it, overflowing) is a problem verify names. */
+static void test_verify_entry_m(void **state)
+{
+    (void)state;
+    const char *a = path_in(mt_test_tmpdir("db_verify_m"), "m.db");
+    const int64_t ms[] = {1, 8};
+    const double ts[] = {10.0, 5.0};
+    fill(a, SKU_A, ms, ts, 2, 16);
+    mt_db *db = open_ok(a, 0);
+    CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
+    mt_db_close(db);
+    mt_fix_sql(a, "UPDATE entry SET M = 4611686018427387904 + M WHERE M = 8");
+    db = open_ok(a, 0);
+    int problems = 0;
+    assert_int_equal(mt_db_verify(db, NULL, NULL, &problems), MT_ERR_DB);
+    assert_int_equal(problems, 1);
+    assert_non_null(strstr(mt_db_errmsg(db), "M=4611686018427387912: M outside [1, 1048576]"));
     mt_db_close(db);
 }
 
@@ -1510,6 +1546,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_merge_newer),
         cmocka_unit_test(test_candidates),
+        cmocka_unit_test(test_verify_entry_m),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_import_refuses_what_cannot_run),
         cmocka_unit_test(test_bad_keys_in_a_file),

@@ -101,21 +101,31 @@ static void expect_gemm2(mt_db *db, const mt_db_key *key, int64_t M, const char 
     assert_true(e.time_us > us - 1e-3 && e.time_us < us + 1e-3);
 }
 
+/* A new database `name` with a provenance row (*prov), the key of a
+ * Qwen3-like problem on SKU (*key), and the align, reduce and GEMM1 kernels
+ * of the entries. */
+static mt_db *new_db(mt_gen *g, const char *name, mt_db_key *key, int64_t *prov)
+{
+    char file[700];
+    snprintf(file, sizeof file, "%s/%s", mt_test_tmpdir("deterministic"), name);
+    mt_db *db = mt_fix_open_db(file, MT_DB_CREATE);
+    *prov = mt_fix_put_prov(db, SKU, "9.0", "feed");
+    mt_problem p;
+    mt_problem_init(&p, 64, 128, 8, 2048, 768);
+    assert_int_equal(mt_db_key_from_problem(&p, SKU, NULL, key), MT_OK);
+    put_kernel(db, g, "mtk_moe_align_t1024");
+    put_kernel(db, g, "mtk_moe_reduce_bf16_t256");
+    put_kernel(db, g, g1);
+    return db;
+}
+
 static void test_atomic_sums_replaced(void **state)
 {
     (void)state;
     mt_gen *g = mt_test_open_templates();
-    char file[700];
-    snprintf(file, sizeof file, "%s/d.db", mt_test_tmpdir("deterministic"));
-    mt_db *db = mt_fix_open_db(file, MT_DB_CREATE);
-    const int64_t prov = mt_fix_put_prov(db, SKU, "9.0", "feed");
-    mt_problem p;
-    mt_problem_init(&p, 64, 128, 8, 2048, 768);
     mt_db_key key;
-    assert_int_equal(mt_db_key_from_problem(&p, SKU, NULL, &key), MT_OK);
-    put_kernel(db, g, "mtk_moe_align_t1024");
-    put_kernel(db, g, "mtk_moe_reduce_bf16_t256");
-    put_kernel(db, g, g1);
+    int64_t prov;
+    mt_db *db = new_db(g, "d.db", &key, &prov);
     put_kernel(db, g, sum2);
     put_kernel(db, g, store2b);
     /* M 64: the sum won by a hair; its store twin under the same GEMM1 is
@@ -181,6 +191,27 @@ static void test_atomic_sums_replaced(void **state)
     mt_gen_close(g);
 }
 
+/* An entry whose GEMM2 cannot be read (here missing from the file) stops
+ * the walk with an error naming it: it was once skipped as if it were a
+ * library backend's, and the run said "0 entries sum by atomics". */
+static void test_unreadable_gemm2_is_an_error(void **state)
+{
+    (void)state;
+    mt_gen *g = mt_test_open_templates();
+    mt_db_key key;
+    int64_t prov;
+    mt_db *db = new_db(g, "u.db", &key, &prov);
+    put_entry(db, &key, 64, sum2, 100.0, prov);   /* sum2 itself is not stored */
+    mt_deterministic_stats s;
+    char msg[1024];
+    assert_int_not_equal(mt_make_deterministic(db, g, 1, NULL, NULL, &s, msg, sizeof msg), MT_OK);
+    assert_non_null(strstr(msg, sum2));
+    assert_non_null(strstr(msg, "M=64"));
+    assert_non_null(strstr(msg, "moetune db verify"));
+    mt_db_close(db);
+    mt_gen_close(g);
+}
+
 /* Which variants the walk treats as atomic sums: the tiled families'
  * "sum", not grouped_gemv's (a token's slots in order) nor a store. */
 static void test_sums_by_atomics(void **state)
@@ -206,6 +237,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_atomic_sums_replaced),
+        cmocka_unit_test(test_unreadable_gemm2_is_an_error),
         cmocka_unit_test(test_sums_by_atomics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -160,6 +160,20 @@ static void test_refresh_kernels(void **state)
     assert_int_equal(mt_refresh_kernels(NULL, g, 0, NULL, NULL, &s, msg, sizeof msg),
                      MT_ERR_INVALID_ARG);
     mt_db_close(db);
+    /* A kernel whose stored source no longer matches its hash is not
+     * marked current (it once was, and the runtime then trusted it). */
+    char sql[512];
+    snprintf(sql, sizeof sql, "UPDATE kernel SET template_hash = '%s', source = 'X' || "
+             "substr(source, 2) WHERE name = '%s'", old, same.name);
+    mt_fix_sql(file, sql);
+    db = mt_fix_open_db(file, 0);
+    assert_int_equal(mt_refresh_kernels(db, g, 0, NULL, NULL, &s, msg, sizeof msg), MT_ERR_DB);
+    assert_non_null(strstr(msg, "a stored kernel is damaged, so no kernel was refreshed"));
+    assert_non_null(strstr(msg, same.name));
+    assert_string_equal(origin(db, &same), old);
+    mt_db_close(db);
+    snprintf(sql, sizeof sql, "DELETE FROM kernel WHERE name = '%s'", same.name);
+    mt_fix_sql(file, sql);
     /* Nothing is refreshed in a damaged file (an entry, so that the
      * damaged index has a row to disagree about). */
     db = mt_fix_open_db(file, 0);

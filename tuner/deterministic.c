@@ -168,7 +168,7 @@ mt_status mt_make_deterministic(mt_db *db, mt_gen *g, int dry_run,
     if (!stats)
         stats = &none;
     memset(stats, 0, sizeof *stats);
-    mt_status st = mt_db_refuse_damaged(db, "made deterministic");
+    mt_status st = mt_db_refuse_damaged(db, "nothing was made deterministic");
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
     mt_buf all = {0};
@@ -183,8 +183,16 @@ mt_status mt_make_deterministic(mt_db *db, mt_gen *g, int dry_run,
         const char *g1 = mt_db_pipeline_kernel(&e[i].pipeline, "gemm1");
         const char *g2 = mt_db_pipeline_kernel(&e[i].pipeline, "gemm2");
         mt_db_kernel k;
-        if (!g1 || !g2 || mt_db_get_kernel(db, g2, e[i].pipeline.arch, &k) != MT_OK)
+        if (!g1 || !g2 || !strcmp(g2, MT_DB_LIBRARY_KERNEL))
             continue;   /* no stored GEMM2 (a library backend): nothing to judge */
+        /* A GEMM2 that cannot be read (missing, or its image or source not
+         * its hash) cannot be judged: stop there, not pass it as fine. */
+        if ((st = mt_db_get_kernel(db, g2, e[i].pipeline.arch, &k))) {
+            st = mt_errf(msg, msg_size, st, "the gemm2 kernel %s (%s) of the entry at M=%lld: %s "
+                         "(`moetune db verify` lists what is damaged)",
+                         g2, e[i].pipeline.arch, (long long)e[i].M, mt_db_errmsg(db));
+            break;
+        }
         const int atomics = mt_variant_sums_by_atomics(&k.variant);
         mt_db_kernel_free(&k);
         if (!atomics)

@@ -232,6 +232,8 @@ mt_status mt_refresh_kernels(mt_db *db, mt_gen *g, unsigned flags,
     if (!db || !g)
         return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "refresh: no database or generator");
     mt_status st = mt_db_refuse_damaged(db, "no kernel was refreshed");
+    if (!st)
+        st = mt_db_refuse_damaged_kernels(db, "no kernel was refreshed");
     if (st)
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
     mt_buf l = {0};

@@ -363,6 +363,11 @@ mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, vo
  * tables may not be found again. refused says what the caller did not do
  * ("nothing was merged into it"). */
 mt_status mt_db_refuse_damaged(mt_db *db, const char *refused);
+/* MT_ERR_DB when a stored kernel's source or image does not match its
+ * SHA-256, with the message "a stored kernel is damaged, so <refused> (...)":
+ * for a writer that vouches for the stored kernels as they are (refresh
+ * marks them current). */
+mt_status mt_db_refuse_damaged_kernels(mt_db *db, const char *refused);
 
 typedef struct mt_db_prune_stats {
     int64_t entries, history, candidates, kernels, provenance;
