@@ -20,6 +20,12 @@ local misdeeds = {
   -- reach (30 "a*" against 30 bytes ran past a minute; 14 take seconds).
   match = function() return string.find(string.rep("a", 14), string.rep("a*", 14) .. "b") end,
   gsubmethod = function() return ("a"):gsub("a", "b") end,
+  -- A finalizer runs where the budget does not reach (lua_close, the
+  -- collection after a failed call): refused by setmetatable.
+  finalizer = function() setmetatable({}, { __gc = function() while true do end end }) end,
+  -- Four instructions a turn, each s:upper() a MiB of work in C: the
+  -- budget counts the bytes allocated too.
+  upper = function() local s = string.rep("x", 1 << 20) while true do s:upper() end end,
 }
 
 return {
@@ -29,7 +35,7 @@ return {
     { name = "what", values = { "ok", "loop", "pcallloop", "badlaunch", "os", "io", "require",
                                 "load", "dofile", "dump", "random", "debug", "pwrite",
                                 "undeclared", "hog", "pcallhog", "nonstring", "match",
-                                "gsubmethod" } },
+                                "gsubmethod", "finalizer", "upper" } },
   },
   default_set = { { what = "ok" } },
   valid = function(p, target)
