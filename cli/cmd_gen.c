@@ -367,16 +367,31 @@ static int cmd_emit(mt_gen *g, const gen_args *a)
     return rc;
 }
 
-/* The first `lines` lines of a log, indented. */
-static void print_log_head(const char *log, int lines)
+/* The first `lines` lines of a log holding `want` (NULL: any), indented;
+ * how many it printed. */
+static int print_log_lines(const char *log, int lines, const char *want)
 {
-    const char *p = log;
-    for (int i = 0; i < lines && p && *p; i++) {
+    int shown = 0;
+    for (const char *p = log; shown < lines && p && *p;) {
         const char *nl = strchr(p, '\n');
         int len = nl ? (int)(nl - p) : (int)strlen(p);
-        printf("    %.*s\n", len, p);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", len, p);
+        if (!want || strstr(line, want)) {
+            printf("    %s\n", line);
+            shown++;
+        }
         p = nl ? nl + 1 : NULL;
     }
+    return shown;
+}
+
+/* A failed compile's log: its error lines (warnings can fill its head),
+ * or its head where no line says "error". */
+static void print_failure_log(const char *log)
+{
+    if (!print_log_lines(log, 8, "error"))
+        print_log_lines(log, 8, NULL);
 }
 
 static int cmd_compile(mt_gen *g, const gen_args *a)
@@ -405,7 +420,7 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
                 printf("failures:\n");
             printf("  %s (%s): %s\n", b[i].variant.name, b[i].variant.arch,
                    mt_status_str(b[i].status));
-            print_log_head(b[i].log, 8);
+            print_failure_log(b[i].log);
             continue;
         }
         b[i].cache_hit ? hits++ : compiled++;
@@ -414,7 +429,7 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
         if (b[i].log && strstr(b[i].log, "Performance Loss")) {
             printf("warning: %s (%s) compiled with a performance note:\n", b[i].variant.name,
                    b[i].variant.arch);
-            print_log_head(b[i].log, 4);
+            print_log_lines(b[i].log, 4, NULL);
         }
         if (a->out_dir && write_ok)
             write_ok = write_file(a->out_dir, b[i].variant.arch, b[i].variant.name,
@@ -438,16 +453,23 @@ static int cmd_compile(mt_gen *g, const gen_args *a)
 
 static int cmd_families(mt_gen *g)
 {
+    int failed = 0;
     for (size_t i = 0; i < mt_gen_family_count(g); i++) {
         char hash[65] = "";
-        mt_gen_template_hash(g, mt_gen_family_name(g, i), hash);
+        if (mt_gen_template_hash(g, mt_gen_family_name(g, i), hash) != MT_OK) {
+            /* The hash covers the file and its includes: one is unreadable. */
+            printf("%-24s %s  (no hash: %s)\n", mt_gen_family_name(g, i), mt_gen_family_path(g, i),
+                   mt_gen_errmsg(g));
+            failed = 1;
+            continue;
+        }
         printf("%-24s %s  (sha256 %.16s)\n", mt_gen_family_name(g, i), mt_gen_family_path(g, i),
                hash);
     }
     printf("# folders, highest precedence first:\n");
     for (size_t i = 0; i < mt_gen_template_dir_count(g); i++)
         printf("#   %s\n", mt_gen_template_dir(g, i));
-    return MT_EXIT_OK;
+    return failed ? MT_EXIT_FAIL : MT_EXIT_OK;
 }
 
 int mt_cmd_gen(int argc, char **argv)

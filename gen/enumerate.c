@@ -50,6 +50,13 @@ const gen_target *gen_target_find(const char *arch)
 
 int mt_gen_arch_known(const char *arch) { return gen_target_find(arch) != NULL; }
 
+/* *acc + n, held at INT_MAX: a family no target builds for is counted
+ * without a cap on its points. */
+static void add_count(int *acc, int n)
+{
+    *acc = n > INT_MAX - *acc ? INT_MAX : *acc + n;
+}
+
 /* Count `count` points pruned for a reason. */
 static void add_reason(mt_prune_report *r, const char *prefix, const char *reason, int count)
 {
@@ -58,7 +65,7 @@ static void add_reason(mt_prune_report *r, const char *prefix, const char *reaso
     mt_strlcpy(text, full, sizeof text);
     for (int i = 0; i < r->nreasons; i++)
         if (strcmp(r->reasons[i].reason, text) == 0) {
-            r->reasons[i].count += count;
+            add_count(&r->reasons[i].count, count);
             return;
         }
     if (r->nreasons < MT_PRUNE_MAX_REASONS) {
@@ -67,7 +74,7 @@ static void add_reason(mt_prune_report *r, const char *prefix, const char *reaso
         return;
     }
     mt_strlcpy(r->reasons[MT_PRUNE_MAX_REASONS - 1].reason, "(other reasons)", sizeof text);
-    r->reasons[MT_PRUNE_MAX_REASONS - 1].count += count;
+    add_count(&r->reasons[MT_PRUNE_MAX_REASONS - 1].count, count);
 }
 
 /* Where the valid variants go, one at a time; cb returns nonzero to stop
@@ -121,7 +128,7 @@ static mt_status visit_point(mt_gen *g, gen_template *t, const int *point, const
                              int strict, int gates_checked, sink *out, mt_prune_report *rep)
 {
     char msg[2048], reason[128];
-    rep->enumerated++;
+    add_count(&rep->enumerated, 1);
     int ok = 1;
     mt_variant v;
     mt_status st = point_variant(t, point, tg, gates_checked, &ok, reason, sizeof reason, &v, msg,
@@ -155,6 +162,29 @@ typedef struct point_rec {
 static int cmp_recs(const void *x, const void *y)
 {
     return memcmp(((const point_rec *)x)->b, ((const point_rec *)y)->b, sizeof(point_rec));
+}
+
+/* How many points the defaults hold among the filters' choices (before
+ * those two defaults share are merged): what walk_defaults records. */
+static double default_points(const gen_template *t, int *const *choices, const int *nchoices)
+{
+    double sum = 0;
+    for (int d = 0; d < t->ndefaults; d++) {
+        double n = 1;
+        for (int p = 0; p < t->nparams && n > 0; p++) {
+            const int fixed = t->defaults[d].value[p];
+            if (fixed < 0) {
+                n *= nchoices[p];
+                continue;
+            }
+            int admitted = 0;
+            for (int k = 0; k < nchoices[p]; k++)
+                admitted |= choices[p][k] == fixed;
+            n = admitted ? n : 0;
+        }
+        sum += n;
+    }
+    return sum;
 }
 
 /* The default points among the filters' choices, visited in the order of
@@ -254,7 +284,7 @@ static mt_status walk_from(walk *w, int q)
     for (int k = 0; k < w->nchoices[q] && !w->out->stopped; k++) {
         w->point[q] = w->choices[q][k];
         if (!open && w->point[q] != 0) {
-            w->rep->enumerated += w->below[q + 1];
+            add_count(&w->rep->enumerated, w->below[q + 1]);
             add_reason(w->rep, w->strict ? NULL : t->family, reason, w->below[q + 1]);
             continue;
         }
@@ -265,8 +295,13 @@ static mt_status walk_from(walk *w, int q)
     return MT_OK;
 }
 
+/* Walk family t under the filters f for target tg into out, or with
+ * check_only only refuse a walk of more than MAX_POINTS points (that of
+ * the defaults where f asks for them) and walk nothing: the walk of every
+ * family checks them all first, so that it refuses before handing out
+ * any variant. */
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
-                             const gen_target *tg, int strict, sink *out,
+                             const gen_target *tg, int strict, int check_only, sink *out,
                              mt_prune_report *rep)
 {
     /* allowed[p][k]: the filters on parameter p admit value k. */
@@ -323,21 +358,27 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
     }
     if (total == 0)
         goto done;
+    char reason[128];
+    const int builds = gen_template_builds_for(t, tg, reason, sizeof reason);
+    const double points = f->defaults_only ? default_points(t, choices, nchoices) : total;
+    /* A family that does not build for the target is counted, not walked
+     * (so no cap on how many); the defaults are walked for their reasons. */
+    if ((builds || f->defaults_only) && points > MAX_POINTS) {
+        st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f %spoints after the filters; "
+                         "add filters (at most %.0f)", t->family, points,
+                         f->defaults_only ? "default " : "", MAX_POINTS);
+        goto done;
+    }
+    if (check_only)
+        goto done;
     if (f->defaults_only) {
         st = walk_defaults(g, t, choices, nchoices, tg, strict, out, rep);
         goto done;
     }
-    char reason[128];
-    if (!gen_template_builds_for(t, tg, reason, sizeof reason)) {
-        /* Every point refused, none walked (so no cap on how many). */
+    if (!builds) {   /* every point refused, none walked */
         const int count = total < INT_MAX ? (int)total : INT_MAX;
-        rep->enumerated += count;
+        add_count(&rep->enumerated, count);
         add_reason(rep, strict ? NULL : t->family, reason, count);
-        goto done;
-    }
-    if (total > MAX_POINTS) {
-        st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f points after the filters; "
-                         "add filters (at most %.0f)", t->family, total, MAX_POINTS);
         goto done;
     }
     walk w = {.g = g, .t = t, .tg = tg, .strict = strict, .out = out, .rep = rep,
@@ -377,7 +418,7 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
         gen_template *t = gen_find_template(g, f->family);
         if (!t)
             return gen_set_err(g, MT_ERR_NOT_FOUND, "no template family '%s'", f->family);
-        st = enum_family(g, t, f, tg, 1, &out, rep);
+        st = enum_family(g, t, f, tg, 1, 0, &out, rep);
     } else {
         /* Every filter must mean something to some family: checked before
          * the walk, so that no variant is handed out under a filter that is
@@ -400,8 +441,10 @@ mt_status mt_gen_enumerate_each(mt_gen *g, const mt_gen_filter *f,
                                    "value in the parameter's domain", f->params[i].name,
                                    f->params[i].value ? f->params[i].value : "(null)");
         }
+        for (size_t i = 0; i < g->ntemplates && !st; i++)
+            st = enum_family(g, &g->templates[i], f, tg, 0, 1, &out, rep);
         for (size_t i = 0; i < g->ntemplates && !st && !out.stopped; i++)
-            st = enum_family(g, &g->templates[i], f, tg, 0, &out, rep);
+            st = enum_family(g, &g->templates[i], f, tg, 0, 0, &out, rep);
     }
     return st;
 }

@@ -6,10 +6,12 @@
  * Calls: gen/sandbox.c, Lua C API, common/util.h, moetune/variant.h.
  */
 #include <lauxlib.h>
+#include <errno.h>
 #include <lua.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "gen/gen_internal.h"
@@ -70,6 +72,59 @@ static void name_form(const char *v, char *out, size_t size)
         out[i] = ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : 'x';
     }
     out[i] = '\0';
+}
+
+/* One parameter's part of kernel names for one value: abbrev and value. */
+typedef struct segment {
+    char text[16 + 48];
+    int param;
+} segment;
+
+static int cmp_segments(const void *x, const void *y)
+{
+    return strcmp(((const segment *)x)->text, ((const segment *)y)->text);
+}
+
+/* Where a value is left out of names (omit_in_name), the later parameters'
+ * parts move up a place: two parameters that can write the same part
+ * could then give two points one name, and one of them would be reached
+ * by no name. Refused at load where any parameter omits a value. */
+static int segments_distinct(step *c)
+{
+    const gen_template *t = c->t;
+    int omits = -1;
+    size_t n = 0;
+    for (int p = 0; p < t->nparams; p++) {
+        n += (size_t)t->params[p].nvalues;
+        if (t->params[p].omit >= 0 && omits < 0)
+            omits = p;
+    }
+    if (omits < 0)
+        return 1;
+    segment *s = calloc(n, sizeof *s);
+    if (!s)
+        FAIL(c, "out of memory");
+    n = 0;
+    for (int p = 0; p < t->nparams; p++)
+        for (int k = 0; k < t->params[p].nvalues; k++) {
+            char form[48];
+            name_form(t->params[p].values[k].text, form, sizeof form);
+            snprintf(s[n].text, sizeof s[n].text, "%s%s", t->params[p].abbrev, form);
+            s[n++].param = p;
+        }
+    qsort(s, n, sizeof *s, cmp_segments);
+    int clash = -1;
+    for (size_t i = 1; i < n && clash < 0; i++)
+        if (!strcmp(s[i - 1].text, s[i].text) && s[i - 1].param != s[i].param)
+            clash = (int)i;
+    segment a = clash >= 0 ? s[clash - 1] : (segment){{0}, 0}, b = clash >= 0 ? s[clash] : a;
+    free(s);
+    if (clash >= 0)
+        FAIL(c, "template %s: parameters '%s' and '%s' both write '_%s' into kernel names; with "
+                "omit_in_name (parameter '%s') two points could get one name",
+             t->family, t->params[a.param].name, t->params[b.param].name, a.text,
+             t->params[omits].name);
+    return 1;
 }
 
 /* Field of the table at `idx` without metamethods. */
@@ -197,6 +252,8 @@ static int load_params(lua_State *L, step *c, int tbl)
     }
     t->nparams = np;
     lua_pop(L, 1);
+    if (!segments_distinct(c))
+        return 0;
     return 1;
 }
 
@@ -534,6 +591,21 @@ mt_status gen_template_load(gen_template *t, const char *path, const char *famil
 {
     memset(t, 0, sizeof *t);
     t->ref_valid = t->ref_launch = t->ref_render = LUA_NOREF;
+    /* A longer name would be cut short in every variant (mt_variant.family)
+     * and the family then found by no name. */
+    if (strlen(family) >= sizeof t->family)
+        return mt_errf(msg, msg_size, MT_ERR_TEMPLATE,
+                       "template %s: the family name (the file's base name) has %zu characters, "
+                       "at most %zu", path, strlen(family), sizeof t->family - 1);
+    /* Read whole before Lua sees it: a device or a huge file would be read
+     * past any of the state's limits. */
+    struct stat sb;
+    const char *why = stat(path, &sb) != 0                  ? strerror(errno)
+                      : !S_ISREG(sb.st_mode)                ? "not a regular file"
+                      : (uint64_t)sb.st_size > (uint64_t)mem_limit ? "larger than the template memory limit"
+                                                            : NULL;
+    if (why)
+        return mt_errf(msg, msg_size, MT_ERR_TEMPLATE, "template %s: %s", path, why);
     mt_strlcpy(t->family, family, sizeof t->family);
     mt_strlcpy(t->path, path, sizeof t->path);
     mt_strlcpy(t->dir, path, sizeof t->dir);

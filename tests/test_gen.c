@@ -8,6 +8,7 @@
 #include "tests/support.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,6 +412,104 @@ static void test_bad_templates(void **state)
     mt_gen_close(NULL);
 }
 
+/* Template `family` with `nparams` parameters P1.. of 64 values each
+ * (abbrev p<i>), its body's other fields `extra`, into folder dir. */
+static void write_wide_template(const char *dir, const char *family, int nparams, const char *extra)
+{
+    char path[1200], lua[8192];
+    int n = snprintf(lua, sizeof lua, "local v = {} for i = 1, 64 do v[i] = i end\n"
+                     "return { family = '%s', version = 1, params = {\n", family);
+    for (int p = 1; p <= nparams; p++)
+        n += snprintf(lua + n, sizeof lua - (size_t)n, "  { name = 'P%d', abbrev = 'p%d', values = v },\n",
+                      p, p);
+    snprintf(lua + n, sizeof lua - (size_t)n,
+             "}, default_set = { {} }, %s\n"
+             "  launch = function(p, t) return { threads = 32, smem = 0 } end,\n"
+             "  render = function(p, name) return 'extern \"C\" __global__ void ' .. name .. '() {}' end }\n",
+             extra);
+    snprintf(path, sizeof path, "%s/%s.lua", dir, family);
+    assert_int_equal(mt_file_write_atomic(path, lua, strlen(lua), NULL, 0), MT_OK);
+}
+
+static const char *new_folder(const char *tmp, const char *name)
+{
+    static char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    return dir;
+}
+
+static int count_variant(const mt_variant *v, void *ctx)
+{
+    (void)v;
+    ++*(int *)ctx;
+    return 0;
+}
+
+/* What a template may not do to the generator: give two points one name,
+ * carry a family name that variants cut short, be a device, or ask for a
+ * walk (or a walk of its defaults) too large to finish; and the counts of
+ * what is pruned unwalked hold at INT_MAX instead of going negative. */
+static void test_template_limits(void **state)
+{
+    (void)state;
+    const char *tmp = mt_test_tmpdir("gen-limits");
+    char path[1200];
+    const char *dir = new_folder(tmp, "clash");
+    static const char clash[] =
+        "return { family = 'x', version = 1,\n"
+        "  params = { { name = 'A', abbrev = 'a', values = { 0, 1 }, omit_in_name = 0 },\n"
+        "             { name = 'B', abbrev = 'a', values = { 0, 1 } } },\n"
+        "  default_set = { {} }, launch = function(p, t) return { threads = 32, smem = 0 } end,\n"
+        "  render = function(p, name) return '' end }\n";
+    snprintf(path, sizeof path, "%s/x.lua", dir);
+    assert_int_equal(mt_file_write_atomic(path, clash, strlen(clash), NULL, 0), MT_OK);
+    expect_open_error(dir, MT_ERR_TEMPLATE, (const char *[]){"'A' and 'B'", "'_a0'", NULL});
+
+    dir = new_folder(tmp, "long");
+    write_wide_template(dir, "abcdefghij_abcdefghij_abcdefghij_abcdefghij_abcdefghij", 1, "");
+    expect_open_error(dir, MT_ERR_TEMPLATE, (const char *[]){"has 54 characters, at most 47", NULL});
+
+    dir = new_folder(tmp, "device");
+    snprintf(path, sizeof path, "%s/x.lua", dir);
+    assert_int_equal(symlink("/dev/zero", path), 0);
+    expect_open_error(dir, MT_ERR_TEMPLATE, (const char *[]){"not a regular file", NULL});
+
+    /* 64^8 points, every one a default; a small family named first. */
+    dir = new_folder(tmp, "huge");
+    write_wide_template(dir, "aaa", 1, "");
+    write_wide_template(dir, "zzz", 8, "");
+    mt_gen *g = open_ok(dir, NULL);
+    assert_string_equal(mt_gen_family_name(g, 0), "aaa");
+    mt_gen_filter f = {.arch = "sm_90a", .defaults_only = 1};
+    int seen = 0;
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "family zzz has 281474976710656 default points"));
+    assert_int_equal(seen, 0);   /* refused before the walk of aaa handed out its 64 */
+    f.defaults_only = 0;
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, NULL), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "family zzz has 281474976710656 points"));
+    assert_int_equal(seen, 0);
+    f.family = "aaa";
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, NULL), MT_OK);
+    assert_int_equal(seen, 64);
+    mt_gen_close(g);
+
+    /* Two such families built for sm_90a only, counted unwalked for sm_80. */
+    dir = new_folder(tmp, "counted");
+    write_wide_template(dir, "aaa", 8, "archs = { 'sm_90a' },");
+    write_wide_template(dir, "zzz", 8, "archs = { 'sm_90a' },");
+    g = open_ok(dir, NULL);
+    f = (mt_gen_filter){.arch = "sm_80"};
+    mt_prune_report r;
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, &r), MT_OK);
+    assert_int_equal(r.enumerated, INT_MAX);
+    assert_int_equal(r.valid, 0);
+    assert_int_equal(r.nreasons, 2);
+    assert_int_equal(r.reasons[0].count, INT_MAX);
+    mt_gen_close(g);
+}
+
 /* The variant of the evil family doing `what`, enumerated with a filter. */
 static mt_status evil_variant(mt_gen *g, const char *what, mt_variant *out)
 {
@@ -440,7 +539,8 @@ static void test_sandbox(void **state)
         {"os", "'os'"}, {"io", "'io'"}, {"require", "'require'"}, {"load", "'load'"},
         {"dofile", "'dofile'"}, {"dump", "dump"}, {"random", "random"}, {"debug", "'debug'"},
         {"pwrite", "read-only"}, {"undeclared", "BLOCK_M"}, {"nonstring", "must return a string"},
-        {"match", "'find'"}, {"gsubmethod", "'gsub'"},
+        {"match", "'find'"}, {"gsubmethod", "'gsub'"}, {"finalizer", "__gc"},
+        {"upper", "instruction budget"},
     };
     for (size_t i = 0; i < MT_ARRAY_LEN(cases); i++) {
         assert_int_equal(evil_variant(g, cases[i].what, &v), MT_OK);
@@ -853,6 +953,7 @@ int main(void)
         cmocka_unit_test(test_enumerate_each),
         cmocka_unit_test(test_filters),
         cmocka_unit_test(test_bad_templates),
+        cmocka_unit_test(test_template_limits),
         cmocka_unit_test(test_omit_in_name),
         cmocka_unit_test(test_only_if_and_archs),
         cmocka_unit_test(test_sandbox),
