@@ -80,9 +80,11 @@ def main(argv=None):
         return info()
     cli = find_cli()
     if cli is None:
-        print("python -m moetune: the moetune command-line tool was not found (looked next to "
-              "libmoetune, next to the package and on PATH; set %s). Build it with "
-              "`cmake --build build --target moetune_cli`." % CLI_ENV, file=sys.stderr)
+        env = os.environ.get(CLI_ENV)
+        where = ("$%s is %s, which is not a file" % (CLI_ENV, env) if env else
+                 "looked next to libmoetune, next to the package and on PATH; set %s" % CLI_ENV)
+        print("python -m moetune: the moetune command-line tool was not found (%s). Build it "
+              "with `cmake --build build --target moetune_cli`." % where, file=sys.stderr)
         return 3
     return subprocess.call([cli] + argv)
 

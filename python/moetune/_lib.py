@@ -327,18 +327,23 @@ def has(name):
 _SANITIZER_DIR = re.compile(r"(asan|ubsan|tsan|msan|sanit|fuzz|valgrind)", re.I)
 
 
-def _sanitized(path):
-    """A library built with a sanitizer cannot be dlopen'ed into Python (the
-    ASan runtime aborts the process): recognize it by its folder name or a
-    sanitizer runtime among its needed libraries (in the first MiBs)."""
-    if _SANITIZER_DIR.search(os.path.basename(os.path.dirname(path))):
-        return True
+def _needs_sanitizer_runtime(path):
+    """A sanitizer runtime among the library's needed libraries (in its
+    first MiBs): the ASan runtime aborts the process when such a library is
+    dlopen'ed into a Python that did not preload it."""
     try:
         with open(path, "rb") as f:
             head = f.read(4 << 20)
     except OSError:
         return False
     return any(s in head for s in (b"libasan.so", b"libubsan.so", b"libtsan.so"))
+
+
+def _sanitized(path):
+    """A build the search skips: a sanitizer runtime needed, or a folder
+    named for a sanitizer, fuzzing or valgrind."""
+    return (bool(_SANITIZER_DIR.search(os.path.basename(os.path.dirname(path))))
+            or _needs_sanitizer_runtime(path))
 
 
 def load(path=None):
@@ -359,6 +364,14 @@ def load(path=None):
                 continue
             if label != "find_library" and not os.path.exists(p):
                 tried.append("%s: %s does not exist" % (label, p))
+                continue
+            # A sanitizer's runtime aborts the process on load unless it was
+            # preloaded: say so instead of dying.
+            if (label != "find_library" and _needs_sanitizer_runtime(p)
+                    and not any(s in os.environ.get("LD_PRELOAD", "")
+                                for s in ("libasan", "libubsan", "libtsan"))):
+                tried.append("%s: %s is built with a sanitizer (load it with LD_PRELOAD set "
+                             "to that sanitizer's runtime, e.g. libasan.so)" % (label, p))
                 continue
             try:
                 cdll = ctypes.CDLL(p)

@@ -5,7 +5,9 @@ Context (one GPU + databases + log), PrepareFinalize and Experts
 kernel for one problem shape and a max M: workspace_size(), run(), lookup(),
 read_error()), and compose_check() (no GPU). Each class owns its C handle
 and destroys it in close() / when collected; a ModularKernel keeps its
-Context alive (C requires kernels to go before their context).
+Context alive (C requires kernels to go before their context): a closed
+Context takes no new kernel, and its C object is freed once its last
+kernel is closed.
 
 May call: _lib, errors, quant, tensors. Called by: fused, user code.
 """
@@ -14,6 +16,7 @@ import dataclasses
 import operator
 import os
 import threading
+import weakref
 
 from . import _lib
 from ._lib import (Activation, ActFormat, DType, ExpertsKind, LogLevel, LookupSource, PFKind,
@@ -186,6 +189,8 @@ class Context:
             _raise(st, msg or "mt_context_create failed (%s)" % status_str(st))
         self._h = h
         self._lock = threading.Lock()
+        self._kernels = weakref.WeakSet()   # open ModularKernels on this context
+        self._closed = False
 
     def _on_log(self, user, level, message):
         try:
@@ -194,8 +199,13 @@ class Context:
             pass
 
     @property
+    def closed(self):
+        """close() was called (its kernels may still be running)."""
+        return self._h is None or self._closed
+
+    @property
     def handle(self):
-        if self._h is None:
+        if self.closed:
             raise InvalidArgumentError("the context is closed")
         return self._h
 
@@ -211,9 +221,20 @@ class Context:
         return cstr(lib().mt_context_errmsg(self.handle))
 
     def close(self):
-        if getattr(self, "_h", None) is not None and _lib._lib is not None:
-            _lib._lib.mt_context_destroy(self._h)
-        self._h = None
+        """No new kernel on this context from now on; its C object is freed
+        once the last ModularKernel made on it is closed (they keep running
+        until then: freeing it under them would leave them a dangling
+        context)."""
+        self._closed = True
+        if getattr(self, "_h", None) is not None and not len(getattr(self, "_kernels", ())):
+            if _lib._lib is not None:
+                _lib._lib.mt_context_destroy(self._h)
+            self._h = None
+
+    def _kernel_closed(self, mk):
+        self._kernels.discard(mk)
+        if self._closed:
+            self.close()
 
     __del__ = _quiet_close
 
@@ -224,7 +245,7 @@ class Context:
         self.close()
 
     def __repr__(self):
-        if self._h is None:
+        if self.closed:
             return "Context(closed)"
         return "Context(device=%d, %r, %s)" % (self.device, self.device_name, self.arch)
 
@@ -240,21 +261,25 @@ class _Described:
     def _fn(self, what):
         return getattr(lib(), self._prefix + what)
 
+    _what = ""
+
     @property
     def handle(self):
+        if self._h is None:
+            raise InvalidArgumentError("the %s is closed" % self._what)
         return self._h
 
     @property
     def name(self):
-        return cstr(self._fn("name")(self._h))
+        return cstr(self._fn("name")(self.handle))
 
     @property
     def format(self):
-        return ActFormat(self._fn("format")(self._h))
+        return ActFormat(self._fn("format")(self.handle))
 
     def accepts(self, quant):
         """Whether this object takes quant mode `quant` (QuantConfig, mode or name)."""
-        return bool(self._fn("accepts")(self._h, int(as_quant_config(quant).mode)))
+        return bool(self._fn("accepts")(self.handle, int(as_quant_config(quant).mode)))
 
     def close(self):
         if getattr(self, "_h", None) is not None and _lib._lib is not None:
@@ -264,6 +289,8 @@ class _Described:
     __del__ = _quiet_close
 
     def __repr__(self):
+        if self._h is None:
+            return "%s(closed)" % type(self).__name__
         return "%s(%r)" % (type(self).__name__, self.name)
 
 
@@ -272,6 +299,7 @@ class PrepareFinalize(_Described):
     into [local_E, max_tokens, K]). No GPU needed."""
 
     _prefix = "mt_prepare_finalize_"
+    _what = "prepare/finalize"
 
     def __init__(self, kind="standard"):
         self._h = None
@@ -288,6 +316,7 @@ class Experts(_Described):
     format: "standard" or "batched". No GPU needed."""
 
     _prefix = "mt_experts_"
+    _what = "experts object"
 
     def __init__(self, kind="moetune", format="standard"):
         self._h = None
@@ -301,14 +330,20 @@ class Experts(_Described):
         self._h = h
 
 
-def compose_check(pf, experts, problem):
-    """Can pf and experts serve problem? Raises IncompatibleError (naming both
-    objects and the mismatch) or the problem's validation error. No GPU."""
-    for obj, cls, what in ((pf, PrepareFinalize, "pf"), (experts, Experts, "experts"),
-                           (problem, Problem, "problem")):
+def _check_types(*checks):
+    """InvalidArgumentError naming the first (object, class, argument name)
+    whose object is not of its class."""
+    for obj, cls, what in checks:
         if not isinstance(obj, cls):
             raise InvalidArgumentError("%s must be a %s, not %s" % (what, cls.__name__,
                                                                     type(obj).__name__))
+
+
+def compose_check(pf, experts, problem):
+    """Can pf and experts serve problem? Raises IncompatibleError (naming both
+    objects and the mismatch) or the problem's validation error. No GPU."""
+    _check_types((pf, PrepareFinalize, "pf"), (experts, Experts, "experts"),
+                 (problem, Problem, "problem"))
     buf = ctypes.create_string_buffer(_MSG_SIZE)
     p = problem.to_c()
     st = lib().mt_compose_check(pf.handle, experts.handle, ctypes.byref(p), buf, _MSG_SIZE)
@@ -347,6 +382,19 @@ def _ptr(v):
                                % type(v).__name__)
 
 
+def _nbytes(v):
+    """Bytes of a tensor-like (nbytes, or numel() x element_size()); None
+    for an int pointer or None."""
+    if v is None or isinstance(v, int):
+        return None
+    n = getattr(v, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    if hasattr(v, "numel") and hasattr(v, "element_size"):
+        return int(v.numel()) * int(v.element_size())
+    return None
+
+
 def stream_handle(stream):
     """CUstream value of an int, None (0: the legacy default stream) or a
     torch.cuda.Stream-like object (its cuda_stream)."""
@@ -372,6 +420,9 @@ class ModularKernel:
 
     def __init__(self, context, pf, experts, problem):
         self._h = None
+        # C would take one object for the other (both are handles).
+        _check_types((context, Context, "context"), (pf, PrepareFinalize, "pf"),
+                     (experts, Experts, "experts"), (problem, Problem, "problem"))
         self.context = context   # keeps the context alive while this kernel is
         self.problem = problem
         p = problem.to_c()
@@ -384,6 +435,7 @@ class ModularKernel:
             L.mt_modular_kernel_destroy(h)
             _raise(st, msg or "mt_modular_kernel_create failed (%s)" % status_str(st))
         self._h = h
+        context._kernels.add(self)
         self._run = L.mt_modular_kernel_run
         self._ws_size = int(L.mt_modular_kernel_workspace_size(h))
         self._max_m = int(L.mt_modular_kernel_max_m(h))
@@ -423,7 +475,9 @@ class ModularKernel:
         else:
             raise InvalidArgumentError("tensors must be an mt_moe_tensors or a dict")
         if workspace_size is None:
-            workspace_size = self._ws_size
+            # A tensor says how large it is; C refuses one that is too small.
+            nbytes = _nbytes(workspace)
+            workspace_size = self._ws_size if nbytes is None else nbytes
         st = self._run(self.handle, _int(M, "M"), ctypes.byref(t), _ptr(workspace),
                        _int(workspace_size, "workspace_size", 0, (1 << 64) - 1),
                        stream_handle(stream))
@@ -452,6 +506,9 @@ class ModularKernel:
         if getattr(self, "_h", None) is not None and _lib._lib is not None:
             _lib._lib.mt_modular_kernel_destroy(self._h)
         self._h = None
+        ctx = getattr(self, "context", None)
+        if isinstance(ctx, Context):
+            ctx._kernel_closed(self)
 
     __del__ = _quiet_close
 

@@ -69,8 +69,8 @@ def get_context(device=0):
     """The cached Context of a device, opened with configure()'s settings."""
     with _lock:
         ctx = _contexts.get(device)
-        if ctx is not None:
-            return ctx
+        if ctx is not None and not ctx.closed:
+            return ctx   # (a closed one is opened again)
         c = dict(_config)
         user = c["user_db"] or os.environ.get(USER_DB_ENV) or None
         sysdb = c["system_db"]
@@ -333,6 +333,17 @@ def prepare_call(hidden, w1, w2, topk_weights, topk_ids, *, activation="silu", q
     return device, problem, ptrs
 
 
+def _max_m(max_m, M):
+    """The M a call's cached kernel is made for: max_m (an integer from M to
+    MAX_TOKENS; beyond it every call once made another kernel), or M."""
+    if max_m is None:
+        return M
+    try:
+        return core._int(max_m, "max_m", M, _lib.MAX_TOKENS)
+    except InvalidArgumentError as e:
+        raise ShapeError("%s (M=%d, and at most %d tokens)" % (e, M, _lib.MAX_TOKENS)) from None
+
+
 def _activation(a):
     if isinstance(a, str):
         a = a.lower()
@@ -383,12 +394,11 @@ def fused_experts(hidden, w1, w2, topk_weights, topk_ids, *, activation="silu", 
         ptrs["out"] = int(out.data_ptr())
     if M == 0:
         return out
-    if max_m is not None:
-        if max_m < M:
-            raise ShapeError("M=%d is larger than max_m=%d" % (M, max_m))
-        problem.M = max_m
+    problem.M = _max_m(max_m, M)
     mk = get_kernel(device, problem, prepare_finalize, experts)
     s = core.stream_handle(stream) if stream is not None else _current_stream(device, hidden)
+    if workspace is not None:   # the caller's: checked like every other tensor
+        check_placement(info("workspace", workspace), device)
     ws = workspace if workspace is not None else get_workspace(mk, device, s)
     mk.run(M, ptrs, ws, stream=s)
     if check_errors:
@@ -410,8 +420,7 @@ def lookup(hidden, w1, w2, topk_weights, topk_ids, **kw):
         kw.pop(k, None)
     device, problem, _ = prepare_call(hidden, w1, w2, topk_weights, topk_ids, **kw)
     M = problem.M
-    if max_m is not None:
-        problem.M = max_m
+    problem.M = _max_m(max_m, max(M, 1))
     return get_kernel(device, problem, pf, ex).lookup(max(M, 1))
 
 

@@ -7,6 +7,7 @@ onto a config. No library call is needed to build one.
 May call: _lib (enums and the struct), errors. Called by: core, fused.
 """
 import dataclasses
+import operator
 
 from . import _lib
 from ._lib import QuantMode
@@ -39,6 +40,28 @@ class QuantConfig:
     group_size: int = 0
     has_zero_point: bool = False
     static_act_scale: bool = False
+
+    def __post_init__(self):
+        # Checked here, not in C: ctypes wraps an int silently (a mode of
+        # 2**32 + 3 read as fp8-block), and a bad mode failed later while an
+        # error message about another argument was being written.
+        mode = self.mode
+        if isinstance(mode, str):
+            mode = next((m for m, n in _NAMES.items() if n == mode), None)
+        try:
+            mode = QuantMode(mode)
+        except (ValueError, TypeError):
+            raise InvalidArgumentError("quant mode %r is not one of %s"
+                                       % (self.mode, ", ".join(_NAMES.values()))) from None
+        try:
+            g = operator.index(self.group_size)   # ints and integer-likes only
+        except TypeError:
+            g = -1
+        if isinstance(self.group_size, bool) or not 0 <= g < (1 << 31):
+            raise InvalidArgumentError("group_size %r must be an integer in [0, 2**31)"
+                                       % (self.group_size,))
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "group_size", g)
 
     # Constructors -----------------------------------------------------
     @classmethod
