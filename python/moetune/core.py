@@ -60,6 +60,17 @@ def _int(value, what, lo=-(1 << 63), hi=(1 << 63) - 1):
     return v
 
 
+def _path(value, what):
+    """A file path (str, bytes or os.PathLike) as str, or None."""
+    if not value:
+        return None
+    try:
+        return os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise InvalidArgumentError("%s must be a path (str or os.PathLike), not %s"
+                                   % (what, type(value).__name__)) from None
+
+
 def _enum(value, enum_cls, what):
     """Accept an enum member, its int, or its name ("batched", "fp8-block")."""
     if isinstance(value, str):
@@ -164,8 +175,7 @@ class Context:
         L = lib()
         self._h = None
         self.device = _int(device, "device (a CUDA device ordinal)", 0, (1 << 31) - 1)
-        self.system_db = os.fspath(system_db) if system_db else None
-        self.user_db = os.fspath(user_db) if user_db else None
+        self.system_db, self.user_db = _path(system_db, "system_db"), _path(user_db, "user_db")
         cfg = _lib.mt_context_config()
         L.mt_context_config_init(ctypes.byref(cfg))
         cfg.device = self.device

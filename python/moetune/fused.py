@@ -255,6 +255,8 @@ def prepare_call(hidden, w1, w2, topk_weights, topk_ids, *, activation="silu", q
 
     E = local_E
     em = None
+    if global_num_experts is not None:
+        global_num_experts = core._int(global_num_experts, "global_num_experts")
     if expert_map is not None:
         em = info("expert_map", expert_map)
         check_dtype(em, DType.INT32, hint=" (pass expert_map.int())")

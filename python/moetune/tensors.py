@@ -57,6 +57,8 @@ def parse_device(dev):
     s = str(dev)
     if ":" in s:
         t, i = s.split(":", 1)
+        if not i.isdigit():
+            raise InvalidArgumentError("device %r: the index after ':' must be a number" % s)
         return (t, int(i))
     return (s, None)
 

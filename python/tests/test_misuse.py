@@ -125,3 +125,15 @@ def test_explicit_sanitized_library_is_named(tmp_path):
     f.write_bytes(b"\x7fELF" + b"\0" * 64 + b"libasan.so.8\0")
     with pytest.raises(moetune.MoetuneLibraryNotFound, match="built with a sanitizer"):
         moetune._lib.load(str(f))
+
+
+def test_argument_types_named(fake):
+    with pytest.raises(moetune.InvalidArgumentError, match="system_db must be a path"):
+        moetune.Context(system_db=123)
+    with pytest.raises(moetune.InvalidArgumentError, match="index after ':'"):
+        moetune.tensors.parse_device("cuda:x")
+    h = fake((4, 128))
+    w1, w2 = fake((8, 256, 128)), fake((8, 128, 128))
+    tw, ti = fake((4, 2), "float32"), fake((4, 2), "int32")
+    with pytest.raises(moetune.InvalidArgumentError, match="global_num_experts must be an integer"):
+        fused.prepare_call(h, w1, w2, tw, ti, global_num_experts="8")
