@@ -391,6 +391,12 @@ static mt_status open_connection(mt_db *db, int flags)
     sqlite3_extended_result_codes(db->h, 1);
     sqlite3_busy_timeout(db->h, DB_BUSY_TIMEOUT_MS);
     db->readonly = readonly;
+    /* SQLite opens a file it may not write read-only without a word: a
+     * writer would find out at its first write (a tuner after setting up
+     * and measuring a candidate). */
+    if (!readonly && sqlite3_db_readonly(db->h, "main") == 1)
+        return mt_db__fail(db, MT_ERR_IO, "cannot be written (its permissions, or its folder's): "
+                           "opened for writing");
 
     /* The three in one read transaction: another process that commits a
      * new file's schema between two of them would show this one its tables

@@ -829,6 +829,27 @@ static void test_candidates(void **state)
     mt_db_close(db);
 }
 
+/* A file the user may not write is refused when opened for writing (SQLite
+ * opened it read-only without a word, and a tuner found out after a
+ * measurement); read-only opens still work. Root writes any file: skipped. */
+static void test_read_only_file_refused_for_writing(void **state)
+{
+    (void)state;
+    if (geteuid() == 0)
+        skip();
+    const char *a = path_in(mt_test_tmpdir("db_read_only"), "ro.db");
+    const int64_t ms[] = {1};
+    const double ts[] = {10.0};
+    fill(a, SKU_A, ms, ts, 1, 16);
+    assert_int_equal(chmod(a, 0444), 0);
+    mt_db *db = NULL;
+    assert_int_equal(mt_db_open(a, 0, &db), MT_ERR_IO);
+    assert_non_null(strstr(mt_db_errmsg(db), "cannot be written"));
+    mt_db_close(db);
+    db = open_ok(a, MT_DB_READONLY);
+    mt_db_close(db);
+}
+
 /* An entry at an M no problem has (a damaged row; the runtime's reach once
  * multiplied it, overflowing) is a problem verify names. */
 static void test_verify_entry_m(void **state)
@@ -1547,6 +1568,7 @@ int main(void)
         cmocka_unit_test(test_merge_newer),
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_verify_entry_m),
+        cmocka_unit_test(test_read_only_file_refused_for_writing),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_import_refuses_what_cannot_run),
         cmocka_unit_test(test_bad_keys_in_a_file),
