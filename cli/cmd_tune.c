@@ -234,6 +234,12 @@ int mt_cmd_tune(int argc, char **argv)
                                                              : MT_EXIT_FAIL;
     }
     mt_tune_print_summary(&o, s, stdout);
+    const int unfinished = s->unfinished;
     free(s);
+    if (unfinished) {   /* a job that left M values without results did not succeed */
+        fprintf(stderr, "moetune tune: %d M value(s) not finished (listed after the table)\n",
+                unfinished);
+        return MT_EXIT_FAIL;
+    }
     return MT_EXIT_OK;
 }

@@ -1245,6 +1245,59 @@ static void test_devices_and_a_broken_one(void **state)
     unsetenv("MT_FAKE_BROKEN_DEVICE");
 }
 
+static int count_at_16(const mt_db_candidate *c, void *ctx)
+{
+    *(int *)ctx += c->M == 16 && !mt_tune_is_mark(c->pipeline);
+    return 0;
+}
+
+/* An M where no candidate passes its check stays unfinished and the run
+ * goes on to the next M (it once stopped there, calling it a failure
+ * "outside any candidate", and every plain rerun stopped there again). */
+static void test_an_m_without_a_passing_candidate_does_not_stop_the_run(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/nopass.db", mt_test_tmpdir("tune-nopass"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 2;   /* M = 1 and 16 */
+    setenv("MT_FAKE_FAULT", "grouped_gemm", 1);   /* every tiled candidate and default faults */
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_FAULT");
+    assert_int_equal(s.unfinished, 2);
+    assert_int_equal(s.nrows, 0);
+    int at16 = 0;
+    foreach_candidate(path, count_at_16, &at16);
+    assert_true(at16 > 0);   /* M = 16 was reached */
+}
+
+/* Under --retune an M counts as finished by this run's completion mark,
+ * not by an entry: an earlier run's entry passed for this run's result at
+ * the M a broken device never reached. */
+static void test_retune_counts_only_its_own_results(void **state)
+{
+    (void)state;
+    char path[600], msg[1024];
+    snprintf(path, sizeof path, "%s/again.db", mt_test_tmpdir("tune-again-marks"));
+    mt_tune_opts o;
+    mt_tune_summary s;
+    opts(&o, path);
+    o.nM = 2;   /* M = 1 and 16 */
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    assert_int_equal(s.unfinished, 0);
+    o.ndevices = 2;
+    o.devices[0] = 0, o.devices[1] = 1;
+    o.retune = 1;
+    setenv("MT_FAKE_BROKEN_DEVICE", "1", 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_BROKEN_DEVICE");
+    assert_int_equal(s.nrows, 1);
+    assert_int_equal(s.unfinished, 1);
+    assert_int_equal(s.unfinished_M[0], 16);
+}
+
 /* A worker that fails outside any candidate with a status of its own (a
  * database or file error) ends the run with that status at once; only a
  * failure it could not report is tried again and called internal. */
@@ -1391,6 +1444,8 @@ int main(void)
         cmocka_unit_test(test_shards_cover_every_item_once),
         cmocka_unit_test(test_shards_merge_to_whole),
         cmocka_unit_test(test_devices_and_a_broken_one),
+        cmocka_unit_test(test_an_m_without_a_passing_candidate_does_not_stop_the_run),
+        cmocka_unit_test(test_retune_counts_only_its_own_results),
         cmocka_unit_test(test_disk_full),
         cmocka_unit_test(test_refuses_a_damaged_database),
         cmocka_unit_test(test_failed_run_leaves_no_file),

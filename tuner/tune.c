@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,6 +97,8 @@ static void take_line(watch *w, const char *line)
         w->in_flight = 1;
     } else if (line[0] == 'S' && line[1] == ' ') {
         mt_strlcpy(w->sku, line + 2, sizeof w->sku);
+    } else if (line[0] == 'R') {   /* measured: what fails next is not the kernel's */
+        w->in_flight = 0;
     } else if (line[0] == 'D') {
         w->in_flight = 0;
         w->progressed = 1;
@@ -104,7 +107,8 @@ static void take_line(watch *w, const char *line)
 
 /* Run one worker under watch; returns its wait status, or -1 when we killed
  * it for a timeout (*timed_out = 1). */
-static int supervise(const mt_tune_opts *o, watch *w, int *timed_out, char *msg, size_t msg_size)
+static int supervise(const mt_tune_opts *o, watch *w, int restarted, int *timed_out, char *msg,
+                     size_t msg_size)
 {
     int fds[2];
     *timed_out = 0;
@@ -113,6 +117,7 @@ static int supervise(const mt_tune_opts *o, watch *w, int *timed_out, char *msg,
         return -2;
     }
     fflush(NULL);
+    const pid_t supervisor = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -121,9 +126,14 @@ static int supervise(const mt_tune_opts *o, watch *w, int *timed_out, char *msg,
         return -2;
     }
     if (pid == 0) {
+        /* The worker dies with its supervisor: a hung one, which never
+         * writes and so never meets the closed pipe, held its GPU for good
+         * once the supervisor was killed. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != supervisor)
+            _exit(exit_code_of(MT_ERR_INTERNAL));
         close(fds[0]);
         char wmsg[2048] = "", sku[64];
-        mt_status st = mt_tune_worker(o, fds[1], sku, sizeof sku, wmsg, sizeof wmsg);
+        mt_status st = mt_tune_worker(o, fds[1], restarted, sku, sizeof sku, wmsg, sizeof wmsg);
         if (st)
             fprintf(stderr, "moetune tune: worker: %s: %s\n", mt_status_str(st), wmsg);
         fflush(NULL);
@@ -193,15 +203,15 @@ static mt_status run_one_device(const mt_tune_opts *o, char *sku, size_t sku_siz
     memset(&w, 0, sizeof w);
     mt_status st = MT_OK;
     if (!o->isolate) {
-        st = mt_tune_worker(o, -1, w.sku, sizeof w.sku, msg, msg_size);
+        st = mt_tune_worker(o, -1, 0, w.sku, sizeof w.sku, msg, msg_size);
         mt_strlcpy(sku, w.sku, sku_size);
         return st;
     }
-    int attempts_without_progress = 0;
+    int attempts_without_progress = 0, workers = 0;
     for (;;) {
         int timed_out = 0;
         w.progressed = 0;
-        int status = supervise(o, &w, &timed_out, msg, msg_size);
+        int status = supervise(o, &w, workers++ > 0, &timed_out, msg, msg_size);
         mt_strlcpy(sku, w.sku, sku_size);
         if (status == -2)
             return MT_ERR_IO;
@@ -445,9 +455,17 @@ static mt_status fill_summary(const mt_tune_opts *o, mt_tune_summary *s, char *m
         mt_tune_row *r = &s->rows[s->nrows];
         memset(r, 0, sizeof *r);
         r->M = o->Ms[i];
-        st = mt_db_lookup(db, &key, o->Ms[i], &e, &exact);
+        /* Finished: its completion mark (this run's, where it tunes again),
+         * not merely an entry (an earlier run's would pass for this one's,
+         * at an M a failed device never reached). */
+        mt_tune_item_state is;
+        if ((st = mt_tune_item_state_of(db, &key, o->Ms[i], o->run_id, mt_tune_again(o), &is))) {
+            mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(db));
+            break;
+        }
+        st = is.done ? mt_db_lookup(db, &key, o->Ms[i], &e, &exact) : MT_ERR_NOT_FOUND;
         if (st == MT_ERR_NOT_FOUND || (!st && !exact)) {
-            s->unfinished_M[s->unfinished++] = o->Ms[i];   /* a failed device's share */
+            s->unfinished_M[s->unfinished++] = o->Ms[i];   /* a failed device's share, a failed M */
             st = MT_OK;
             continue;
         }
@@ -478,6 +496,17 @@ static mt_status fill_summary(const mt_tune_opts *o, mt_tune_summary *s, char *m
     return st;
 }
 
+/* "1.23x" of a baseline's time over ours, "-" where the baseline has none
+ * (not timed, or it failed its check). */
+static const char *speedup(double base_us, double us, char *buf, size_t size)
+{
+    if (base_us > 0)
+        snprintf(buf, size, "%.2fx", base_us / us);
+    else
+        snprintf(buf, size, "-");
+    return buf;
+}
+
 void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE *f)
 {
     const mt_problem *p = &o->shape;
@@ -495,23 +524,24 @@ void mt_tune_print_summary(const mt_tune_opts *o, const mt_tune_summary *s, FILE
     fprintf(f, "| M | winner | us | TFLOP/s | weight GB/s | H200 roofline | vs default | vs cuBLAS | "
                "candidates (rejected) | gemm1 | gemm2 |\n"
                "|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < s->unfinished; i++)
-        fprintf(f, "M=%lld: NOT FINISHED (its worker failed; a plain rerun resumes it, one with "
-                   "--retune or --retime starts it again)\n",
-                (long long)s->unfinished_M[i]);
     for (int i = 0; i < s->nrows; i++) {
         const mt_tune_row *r = &s->rows[i];
         mt_problem at = *p;
         at.M = r->M;
         const mt_roofline roof = mt_roofline_of(&at, mt_expected_experts_hit(&at));
-        char cub[32];
-        if (r->cublas_us > 0)
-            snprintf(cub, sizeof cub, "%.2fx", r->cublas_us / r->time_us);
-        else
-            snprintf(cub, sizeof cub, "-");
-        fprintf(f, "| %lld | %s%s | %.1f | %.1f | %.0f | %.2f | %.2fx | %s | %d (%d) | %s | %s |\n",
+        char dflt[32], cub[32];
+        fprintf(f, "| %lld | %s%s | %.1f | %.1f | %.0f | %.2f | %s | %s | %d (%d) | %s | %s |\n",
                 (long long)r->M, r->winner, r->launch_late ? " (late)" : "", r->time_us, roof.flops / r->time_us * 1e-6,
-                roof.weight_bytes / r->time_us * 1e-3, roof.us / r->time_us, r->default_us / r->time_us, cub,
-                r->candidates, r->rejected, r->gemm1, r->gemm2);
+                roof.weight_bytes / r->time_us * 1e-3, roof.us / r->time_us,
+                speedup(r->default_us, r->time_us, dflt, sizeof dflt),
+                speedup(r->cublas_us, r->time_us, cub, sizeof cub), r->candidates, r->rejected, r->gemm1,
+                r->gemm2);
     }
+    if (s->unfinished)
+        fprintf(f, "\n");
+    for (int i = 0; i < s->unfinished; i++)
+        fprintf(f, "M=%lld: NOT FINISHED (its worker failed, or no candidate passed its check "
+                   "there; a plain rerun resumes it, one with --retune or --retime starts it "
+                   "again)\n",
+                (long long)s->unfinished_M[i]);
 }

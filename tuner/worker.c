@@ -44,6 +44,9 @@ typedef struct worker {
                                 * GEMM1 [0] and as GEMM2 [1] (`all` itself
                                 * when no filter applies to that GEMM) */
     size_t nsearch[2];
+    int measured;              /* candidates this worker has measured */
+    int restarted;             /* a worker of the run died before this one: the M
+                                * values it passes again are not news */
 } worker;
 
 static void report(worker *w, const char *line)
@@ -86,7 +89,9 @@ int mt_tune_is_mark(const char *text)
 
 /* Times the pipeline of text (g1 NULL: cuBLAS), named to the supervisor
  * first ("C M text"), so that a fault or a hang of it is recorded against
- * it; the caller reports "D" when it has recorded the outcome. */
+ * it; "R" once it came back measured, so that a failure while recording
+ * the outcome (a full disk) is not taken for the kernel's; the caller
+ * reports "D" when it has recorded the outcome. */
 static mt_status measure_in_flight(worker *w, int64_t M, const char *text, const mt_variant *g1,
                                    const mt_variant *g2, mt_measure *m, char *msg, size_t msg_size)
 {
@@ -94,8 +99,12 @@ static mt_status measure_in_flight(worker *w, int64_t M, const char *text, const
     snprintf(line, sizeof line, "C %lld %s\n", (long long)M, text);
     report(w, line);
     memset(m, 0, sizeof *m);
-    return g1 ? w->be.measure(w->be.self, g1, g2, mt_tune_text_is_late(text), m, msg, msg_size)
-              : w->be.measure_cublas(w->be.self, m, msg, msg_size);
+    w->measured++;
+    mt_status st = g1 ? w->be.measure(w->be.self, g1, g2, mt_tune_text_is_late(text), m, msg, msg_size)
+                      : w->be.measure_cublas(w->be.self, m, msg, msg_size);
+    if (!st)
+        report(w, "R\n");
+    return st;
 }
 
 /* Measure one candidate unless the log has it; record the result. */
@@ -233,8 +242,7 @@ static mt_status passed(worker *w, const mt_db_key *key, int64_t M, const char *
     return st;
 }
 
-/* --retune or --retime: M values tuned by another run are done again. */
-static int tunes_again(const mt_tune_opts *o)
+int mt_tune_again(const mt_tune_opts *o)
 {
     return o->retune || o->retime;
 }
@@ -856,7 +864,7 @@ static mt_status store_winner(worker *w, const mt_db_key *key, const mt_problem 
     e.cublas_time_us = cublas_us;
     e.rel_err = win->rel_err;
     mt_db_put_outcome out;
-    const int replace = retimed || (foreign && tunes_again(w->o));
+    const int replace = retimed || (foreign && mt_tune_again(w->o));
     if ((st = replace ? mt_db_replace_entry(w->db, &e, w->prov_id, &out)
                       : mt_db_put_entry(w->db, &e, w->prov_id, &out)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
@@ -887,14 +895,16 @@ static mt_status report_sku(worker *w, char *sku, size_t sku_size)
     return MT_OK;
 }
 
-/* What (key, M) holds for a run that tunes again: ours, a mark of this run
- * (its reason names the run: a worker of this run started or finished the
- * M before a restart); rows, every row; candidates, those not marks. */
+/* What (key, M) holds for a run: ours, a mark of this run (its reason
+ * names the run: a worker of this run started or finished the M before a
+ * restart); done, a completion mark (ours where the run tunes again). */
 typedef struct mark_scan {
     const mt_db_key *key;
     int64_t M;
     const char *run_id;
-    int ours, rows, candidates;
+    int again;
+    int ours;
+    mt_tune_item_state s;
 } mark_scan;
 
 static int scan_mark(const mt_db_candidate *c, void *ctx)
@@ -902,12 +912,24 @@ static int scan_mark(const mt_db_candidate *c, void *ctx)
     mark_scan *m = ctx;
     if (c->M != m->M || !same_key(&c->key, m->key))
         return 0;
-    m->rows++;
+    m->s.rows++;
+    const int mine = c->reason && !strcmp(c->reason, m->run_id);
     if (!mt_tune_is_mark(c->pipeline))
-        m->candidates++;
-    else if (c->reason && !strcmp(c->reason, m->run_id))
+        m->s.candidates++;
+    else if (mine)
         m->ours = 1;
+    if (!strcmp(c->pipeline, MT_TUNE_DONE_MARK) && (mine || !m->again))
+        m->s.done = 1;
     return 0;
+}
+
+mt_status mt_tune_item_state_of(mt_db *db, const mt_db_key *key, int64_t M, const char *run_id,
+                                int again, mt_tune_item_state *out)
+{
+    mark_scan m = {.key = key, .M = M, .run_id = run_id, .again = again};
+    mt_status st = mt_db_foreach_candidate(db, scan_mark, &m);
+    *out = m.s;
+    return st;
 }
 
 /* --retune, --retime: unless this run has started (key, M) already, what
@@ -918,16 +940,16 @@ static int scan_mark(const mt_db_candidate *c, void *ctx)
 static mt_status start_again(worker *w, const mt_db_key *key, int64_t M, int *ours, char *msg,
                              size_t msg_size)
 {
-    mark_scan m = {key, M, w->o->run_id, 0, 0, 0};
+    mark_scan m = {.key = key, .M = M, .run_id = w->o->run_id, .again = 1};
     mt_status st = mt_db_foreach_candidate(w->db, scan_mark, &m);
     *ours = m.ours;
     if (st || m.ours)
         return st ? mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db)) : MT_OK;
-    if (m.rows && (st = mt_db_forget_candidates(w->db, key, M, NULL)))
+    if (m.s.rows && (st = mt_db_forget_candidates(w->db, key, M, NULL)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    if (w->o->log && m.candidates)
+    if (w->o->log && m.s.candidates)
         fprintf(w->o->log, "[%s] M=%lld: tuning again (%d candidates of an earlier run forgotten)\n",
-                w->o->label, (long long)M, m.candidates);
+                w->o->label, (long long)M, m.s.candidates);
     mt_db_candidate mark = {.key = *key, .M = M, .pipeline = MT_TUNE_START_MARK, .ok = 1,
                             .time_us = MT_DB_NO_TIME, .rel_err = MT_DB_NO_TIME,
                             .reason = w->o->run_id[0] ? w->o->run_id : NULL};
@@ -1034,14 +1056,24 @@ static mt_status tune_m(worker *w, int64_t M, char *msg, size_t msg_size)
     int done = 0;
     if ((st = mt_db_candidate_seen(w->db, &key, M, MT_TUNE_DONE_MARK, &done)))
         return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
-    if (tunes_again(o)) {
+    mt_tune_item_state was = {0};
+    if (mt_tune_again(o)) {
         int ours = 0;
         if ((st = start_again(w, &key, M, &ours, msg, msg_size)))
             return st;
         done = done && ours;
+    } else if (!done && (st = mt_tune_item_state_of(w->db, &key, M, o->run_id, 0, &was))) {
+        return mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w->db));
     }
-    if (done)
+    if (done) {
+        if (o->log && !w->restarted)
+            fprintf(o->log, "[%s] M=%lld: tuned already (its completion mark is in the "
+                    "database): skipped\n", o->label, (long long)M);
         return MT_OK;
+    }
+    if (o->log && was.candidates && !w->restarted)
+        fprintf(o->log, "[%s] M=%lld: resuming: %d candidates already logged are not measured "
+                "again\n", o->label, (long long)M, was.candidates);
     mt_routing routing = MT_ROUTING_UNIFORM;
     uint64_t seed = 0;
     int hit = -1;
@@ -1111,13 +1143,14 @@ done:
     return st;
 }
 
-mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t sku_size,
+mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, int restarted, char *sku, size_t sku_size,
                          char *msg, size_t msg_size)
 {
     worker w;
     memset(&w, 0, sizeof w);
     w.o = o;
     w.fd = report_fd;
+    w.restarted = restarted;
     mt_status st;
     const int fake = o->backend && !strcmp(o->backend, "fake");
     st = fake ? mt_tune_backend_fake(o->device, &w.be, msg, msg_size)
@@ -1139,8 +1172,19 @@ mt_status mt_tune_worker(const mt_tune_opts *o, int report_fd, char *sku, size_t
         mt_errf(msg, msg_size, st, "%s", mt_db_errmsg(w.db));
         goto done;
     }
-    for (int i = 0; i < o->nM && !st; i++)
+    for (int i = 0; i < o->nM && !st; i++) {
+        const int before = w.measured;
         st = tune_m(&w, o->Ms[i], msg, msg_size);
+        /* No candidate passed its check there: that M stays unfinished (the
+         * summary says so), the others go on; said once, not again by each
+         * worker restarted later in the run, which measures nothing there. */
+        if (st == MT_ERR_MISMATCH) {
+            if (o->log && (w.measured > before || !restarted))
+                fprintf(o->log, "[%s] M=%lld: not finished: %s\n", o->label, (long long)o->Ms[i],
+                        msg);
+            st = MT_OK;
+        }
+    }
 done:
     mt_db_close(w.db);
     for (int g = 0; g < 2; g++)
