@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <libgen.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,12 @@ static int out_open(out_file *o, const char *path)
      * writable; anything else (/dev/stdout, a pipe) is written in place. */
     struct stat sb;
     int exists = stat(path, &sb) == 0;
+    /* Refused now, not after the whole sweep has run. */
+    if (!*path || (exists && S_ISDIR(sb.st_mode))) {
+        fprintf(stderr, "moetune bench: cannot write '%s': %s\n", path,
+                *path ? "a folder, not a file" : "an empty path");
+        return 0;
+    }
     o->atomic = !exists || S_ISREG(sb.st_mode);
     char dir[4096];
     mt_strlcpy(dir, path, sizeof dir);
@@ -82,21 +89,23 @@ static int out_close(out_file *o, int ok)
 }
 
 /* "--experts-hit M:N,...": want[i] = N for the M of Ms[i]; each M one of
- * the --M values, N in [1, min(E, M * topk)]. 0 (false) after a message. */
+ * the --M values, N in [topk, min(E, M * topk)] (a token's topk experts are
+ * distinct). 0 (false) after a message. */
 static int parse_experts_hit(const char *text, const mt_problem *shape, const int64_t *Ms, int nM,
                              int *want)
 {
     for (const char *p = text; *p; p += *p == ',') {
         char *end = NULL;
+        errno = 0;
         const long long m = strtoll(p, &end, 10);
-        long long n = -1;
-        if (end != p && *end == ':') {
+        long long n = errno ? -1 : -2;   /* -1: malformed */
+        if (n == -2 && end != p && *end == ':') {
             const char *q = end + 1;
             n = strtoll(q, &end, 10);
-            if (end == q)
+            if (end == q || errno)
                 n = -1;
         }
-        if (n < 0 || (*end && *end != ',')) {
+        if (n < 0 || m < 1 || (*end && *end != ',')) {
             fprintf(stderr, "moetune bench: --experts-hit wants M:N pairs, comma-separated: '%s'\n",
                     text);
             return 0;
@@ -110,9 +119,9 @@ static int parse_experts_hit(const char *text, const mt_problem *shape, const in
         }
         /* m is one of the validated --M values: m * topk cannot overflow. */
         const long long most = shape->E < m * shape->topk ? shape->E : m * shape->topk;
-        if (n < 1 || n > most) {
-            fprintf(stderr, "moetune bench: --experts-hit: M=%lld can hit 1 to %lld experts, not %lld\n",
-                    m, most, n);
+        if (n < shape->topk || n > most) {
+            fprintf(stderr, "moetune bench: --experts-hit: M=%lld can hit %lld to %lld experts, not "
+                    "%lld\n", m, (long long)shape->topk, most, n);
             return 0;
         }
         want[i] = (int)n;
@@ -178,7 +187,7 @@ int mt_cmd_bench(int argc, char **argv)
             continue;
         }
         if (!v) {
-            fprintf(stderr, "moetune bench: %s needs a value\n", a);
+            fprintf(stderr, "moetune bench: %s needs a value (or is no option: see --help)\n", a);
             return MT_EXIT_USAGE;
         }
         i++;
@@ -218,6 +227,10 @@ int mt_cmd_bench(int argc, char **argv)
                     (long long)Ms[i], (long long)Ms[i - 1]);
             return MT_EXIT_USAGE;
         }
+    if (json && svg && !strcmp(json, svg)) {   /* one would overwrite the other */
+        fprintf(stderr, "moetune bench: --json and --svg name the same file %s\n", json);
+        return MT_EXIT_USAGE;
+    }
     int want[64] = {0};
     if (hits && !parse_experts_hit(hits, &sa.shape, Ms, nM, want))
         return MT_EXIT_USAGE;

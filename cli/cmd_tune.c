@@ -143,7 +143,7 @@ int mt_cmd_tune(int argc, char **argv)
             continue;
         }
         if (!v) {
-            fprintf(stderr, "moetune tune: %s needs a value\n", a);
+            fprintf(stderr, "moetune tune: %s needs a value (or is no option: see --help)\n", a);
             return MT_EXIT_USAGE;
         }
         i++;

@@ -60,6 +60,16 @@ _QUANT_PROBLEMS = {
     ("qwen3-30b-a3b", "fp8-block", 768): "qwen3-30b-a3b-fp8",
     ("dsv3", "fp8-block", 256): "dsv3-tp8-fp8",
 }
+# The peer table's problems: (E, topk, K, N), bf16 activations. A row of
+# another shape (a --tp shard, a preset with --N, a custom shape) is its own
+# problem, never compared with the peer's figures for the full model.
+_PEER_SHAPES = {
+    "mixtral-8x7b": (8, 2, 4096, 14336),
+    "dsv2-lite": (64, 6, 2048, 1408),
+    "qwen3-30b-a3b": (128, 8, 2048, 768),
+    "qwen3-30b-a3b-fp8": (128, 8, 2048, 768),
+    "dsv3-tp8-fp8": (256, 8, 7168, 256),
+}
 # Presets whose default quant is not none (bench JSON before the "quant"
 # field was written did not say).
 _PRESET_QUANT = {"dsv3": "fp8-block"}
@@ -71,12 +81,18 @@ def quant_of(row):
 
 
 def problem_of(row):
-    """The peer table's problem name for one bench JSON row."""
+    """The peer table's problem name for one bench JSON row, or (a shape the
+    peer table does not have) a name of its own that spells the shape."""
     label = row.get("label", "custom")
     quant = quant_of(row)
-    if quant == "none":
-        return label
-    return _QUANT_PROBLEMS.get((label, quant, row.get("N")), "%s-%s" % (label, quant))
+    name = label if quant == "none" else _QUANT_PROBLEMS.get((label, quant, row.get("N")),
+                                                              "%s-%s" % (label, quant))
+    shape = tuple(row.get(k) for k in ("E", "topk", "K", "N"))
+    if None in shape:   # JSON from before the shape fields: the label says it
+        return name
+    if _PEER_SHAPES.get(name) == shape and row.get("dtype", "bf16") == "bf16":
+        return name
+    return "%s-E%s-topk%s-K%s-N%s-%s-%s" % ((label,) + shape + (row.get("dtype", "bf16"), quant))
 
 
 def load_peer(path):
@@ -105,7 +121,11 @@ def load_bench(paths):
                     r = json.loads(line)
                 except ValueError as e:
                     raise SystemExit("%s:%d: not JSON: %s" % (path, n, e))
-                rows[(problem_of(r), int(r["M"]))] = r
+                M = r.get("M") if isinstance(r, dict) else None
+                if isinstance(M, bool) or not isinstance(M, int) or M < 1:
+                    raise SystemExit("%s:%d: not a bench row (an object with an integer M >= 1)"
+                                     % (path, n))
+                rows[(problem_of(r), M)] = r
     return rows
 
 
@@ -199,7 +219,9 @@ def summary(pts):
 
 
 def _f(v, fmt, none="-"):
-    return none if v is None else fmt % v
+    """v in fmt; `none` where v is None or not a number (a damaged row)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return fmt % v if ok else none
 
 
 def summary_line(s):

@@ -57,6 +57,19 @@ static void test_chart_document(void **state)
     f = fopen("/dev/null", "w");
     assert_int_equal(mt_chart_write(f, &bad, 800, 300, 0), MT_ERR_INVALID_ARG);   /* M not increasing */
     fclose(f);
+    /* Every value one power of ten on a log scale (a span of 0 once gave
+     * -nan coordinates), and M up to 2^20 written whole, not as 1.04858e+06. */
+    const double big[] = {1, 1048576}, ten[] = {10, 10};
+    mt_chart flat = {.title = "flat", .y_label = "us", .log_y = 1, .x = big, .n = 2,
+                     .series = {{"moetune", ten}}, .nseries = 1};
+    f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(mt_chart_write_doc(f, &flat, 1), MT_OK);
+    fclose(f);
+    assert_null(strstr(buf, "nan"));
+    assert_null(strstr(buf, "inf"));
+    assert_non_null(strstr(buf, ">1048576</text>"));
+    free(buf);
 }
 
 static void test_roofline_matches_targets_file(void **state)

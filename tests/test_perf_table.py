@@ -115,6 +115,18 @@ class PerfTable(unittest.TestCase):
         # A quant mode the peer table does not have keeps its own name.
         self.assertEqual(self.pt.problem_of({"label": "mixtral-8x7b", "quant": "w4a16", "N": 14336}),
                          "mixtral-8x7b-w4a16")
+        # A shape the peer table does not have (a TP shard under the preset's
+        # label, two custom shapes) is never the peer's full-model problem,
+        # and two such shapes do not share a name (one row was dropped).
+        full = {"label": "qwen3-30b-a3b", "quant": "none", "dtype": "bf16", "E": 128, "topk": 8,
+                "K": 2048, "N": 768}
+        self.assertEqual(self.pt.problem_of(full), "qwen3-30b-a3b")
+        shard = dict(full, N=384)
+        self.assertNotEqual(self.pt.problem_of(shard), "qwen3-30b-a3b")
+        a = {"label": "custom", "quant": "none", "dtype": "bf16", "E": 8, "topk": 2, "K": 4096,
+             "N": 14336}
+        b = dict(a, E=64, N=1408, dtype="fp16")
+        self.assertNotEqual(self.pt.problem_of(a), self.pt.problem_of(b))
 
     def summary_of(self, name):
         m = re.search(r"^%s.*geomean speed vs peer ([\d.]+)x, geomean roofline fraction ([\d.]+), "
@@ -367,6 +379,17 @@ class PerfTable(unittest.TestCase):
     def test_not_json_is_an_error(self):
         with self.assertRaises(SystemExit):   # a CSV is not JSON lines
             self.pt.main(["--peer", PEER, PEER])
+
+    def test_not_a_bench_row_is_an_error(self):
+        """JSON that is no bench row: a message naming the line, not a traceback."""
+        for bad in ('[1, 2]', '{"label": "x"}', '{"label": "x", "M": null}', '{"label": "x", "M": "8"}'):
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "b.json")
+                with open(path, "w") as f:
+                    f.write(bad + "\n")
+                with self.assertRaises(SystemExit) as e:
+                    self.pt.main(["--peer", PEER, path])
+                self.assertIn("b.json:1: not a bench row", str(e.exception))
 
 
 class TestAbSummary(unittest.TestCase):

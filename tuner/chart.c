@@ -44,6 +44,8 @@ mt_status mt_chart_write(FILE *f, const mt_chart *c, int width, int height, int 
     if (c->log_y) {
         ymin = pow(10, floor(log10(ymin)));
         ymax = pow(10, ceil(log10(ymax)));
+        if (ymax <= ymin)   /* every value one power of ten: a decade, not a span of 0 */
+            ymax = ymin * 10;
     } else {
         ymin = 0;
         ymax = ymax > 0 ? ymax * 1.1 : 1;
@@ -61,7 +63,7 @@ mt_status mt_chart_write(FILE *f, const mt_chart *c, int width, int height, int 
                "stroke=\"#888\"/>\n", L, T, pw, ph);
     for (int i = 0; i < c->n; i++)   /* x ticks: the measured M */
         fprintf(f, "<text x=\"%.1f\" y=\"%g\" font-size=\"10\" text-anchor=\"middle\" "
-                   "font-family=\"sans-serif\">%g</text>\n", PX(c->x[i]), T + ph + 14, c->x[i]);
+                   "font-family=\"sans-serif\">%.0f</text>\n", PX(c->x[i]), T + ph + 14, c->x[i]);
     fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"11\" text-anchor=\"middle\" "
                "font-family=\"sans-serif\">M (tokens)</text>\n", L + pw / 2, T + ph + 32);
     for (int k = 0; k <= 4; k++) {   /* y ticks */

@@ -17,4 +17,13 @@ for f in out.json out.svg; do
 done
 left=$(find "$dir" -name '*.tmp.*' | wc -l)
 [ "$left" = 0 ] || { echo "temporary files left behind"; exit 1; }
-echo "bench without a GPU: exit 3, outputs kept"
+# Outputs that cannot be written are refused before any work: a folder, an
+# empty path, one file for both (once found only after the whole sweep).
+for args in "--json $dir" "--json ''" "--json $dir/a --svg $dir/a"; do
+  eval "\"$cli\" bench --preset qwen3-30b-a3b --M 1 $args" >"$dir/log" 2>&1
+  rc=$?
+  [ $rc = 1 ] || [ $rc = 2 ] || { echo "bench $args: exit $rc"; cat "$dir/log"; exit 1; }
+  grep -qE "a folder, not a file|an empty path|name the same file" "$dir/log" ||
+    { echo "bench $args: no message saying why"; cat "$dir/log"; exit 1; }
+done
+echo "bench without a GPU: exit 3, outputs kept; unwritable outputs refused first"
