@@ -67,6 +67,20 @@ mt_status mt_db__writable(mt_db *db)
     return MT_OK;
 }
 
+mt_status mt_db_read_begin(mt_db *db)
+{
+    if (!db)
+        return MT_ERR_INVALID_ARG;
+    /* BEGIN is deferred: the snapshot starts at the first read after it. */
+    return mt_db__exec(db, "BEGIN");
+}
+
+void mt_db_read_end(mt_db *db)
+{
+    if (db && db->h && !sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
+}
+
 mt_status mt_db__begin(mt_db *db)
 {
     mt_status st = mt_db__writable(db);

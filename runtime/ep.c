@@ -142,13 +142,10 @@ static mt_status load_kernels(mt_ep *ep)
     if (st)
         return st;
     mt_context *ctx = ep->ctx;
-    pthread_mutex_lock(&ctx->lock);
-    if (mt_cu.cuCtxSetCurrent(ctx->gpu.ctx) != CUDA_SUCCESS)
-        st = mt_errf(ep->err, sizeof ep->err, MT_ERR_CUDA, "cannot make the GPU context current");
-    else
+    if (!(st = mt_rt_lock(ctx, ep->err, sizeof ep->err)))
         st = mt_rt_load_kernels(ctx, NULL, ctx->arch, names, EP_NOPS, ep->k, ep->err,
                                 sizeof ep->err);
-    pthread_mutex_unlock(&ctx->lock);
+    mt_rt_unlock(ctx);
     return st;
 }
 

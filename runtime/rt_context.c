@@ -30,7 +30,37 @@ void mt_rt_log(const mt_context *ctx, mt_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (ctx->holding_log) {   /* only the lock's holder sets it: held for mt_rt_unlock */
+        mt_buf *held = &((mt_context *)ctx)->held_log;
+        const char lv = (char)('0' + level);
+        mt_buf_append(held, &lv, 1);
+        mt_buf_append(held, line, strlen(line) + 1);
+        return;
+    }
     ctx->log(ctx->log_user, level, line);
+}
+
+mt_status mt_rt_lock(mt_context *ctx, char *msg, size_t msg_size)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->holding_log = 1;
+    if (mt_cu.cuCtxSetCurrent(ctx->gpu.ctx) != CUDA_SUCCESS)
+        return mt_errf(msg, msg_size, MT_ERR_CUDA, "cannot make the GPU context current");
+    return MT_OK;
+}
+
+void mt_rt_unlock(mt_context *ctx)
+{
+    mt_buf held = ctx->held_log;
+    memset(&ctx->held_log, 0, sizeof ctx->held_log);
+    ctx->holding_log = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t at = 0; held.data && at < held.len;) {
+        const char *text = held.data + at + 1;
+        ctx->log(ctx->log_user, (mt_log_level)(held.data[at] - '0'), text);
+        at += 2 + strlen(text);
+    }
+    mt_buf_free(&held);
 }
 
 void mt_rt_current_provenance(const mt_gpu *gpu, mt_db_provenance *out)
@@ -120,6 +150,7 @@ void mt_context_destroy(mt_context *ctx)
         free(ctx->loaded[i]);
     }
     free(ctx->loaded);
+    mt_buf_free(&ctx->held_log);
     for (int i = 0; i < ctx->ndbs; i++)
         mt_db_close(ctx->dbs[i]);
     mt_gpu_close(&ctx->gpu);

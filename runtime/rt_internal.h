@@ -40,6 +40,12 @@ struct mt_context {
     pthread_mutex_t lock;        /* kernel cache, databases, err during create */
     int lock_ok;
     int ready;                   /* mt_context_create returned MT_OK */
+    /* Log lines of the thread holding `lock`, each a level byte, the text
+     * and a NUL, passed to the callback once the lock is released
+     * (mt_rt_unlock): a callback that calls into moetune would otherwise
+     * wait on the lock its own thread holds. */
+    mt_buf held_log;
+    int holding_log;
     rt_loaded **loaded;          /* stable pointers: modular kernels hold them */
     size_t nloaded, cap_loaded;
 };
@@ -98,6 +104,12 @@ void mt_rt_current_provenance(const mt_gpu *gpu, mt_db_provenance *out);
  * with why in msg (NULL, or the reason its creation failed: a context whose
  * database did not open holds a GPU but would serve without the database). */
 mt_status mt_rt_context_usable(const mt_context *ctx, char *msg, size_t msg_size);
+/* Take ctx's lock and make its GPU context current (MT_ERR_CUDA with why in
+ * msg if it cannot be, the lock still held); mt_rt_unlock releases it, then
+ * passes the log lines of the locked stretch to the callback. Every
+ * creation that loads kernels goes through these two. */
+mt_status mt_rt_lock(mt_context *ctx, char *msg, size_t msg_size);
+void mt_rt_unlock(mt_context *ctx);
 
 /* Compile a self-contained source for arch with NVRTC into a cubin
  * (*image malloc'd). The NVRTC log is in msg on failure. */

@@ -187,6 +187,15 @@ static mt_status create_locked(mt_modular_kernel *mk)
             free(ch);
             return mt_errf(mk->err, sizeof mk->err, MT_ERR_NO_MEMORY, "out of memory");
         }
+        /* Every lookup and the kernels its entry names from one snapshot of
+         * each database: a prune or a retune committed in between made an
+         * entry name a kernel no longer there ("inconsistent" database). */
+        int snap = 0;
+        while (snap < ctx->ndbs && !st)
+            if ((st = mt_db_read_begin(ctx->dbs[snap])))
+                mt_errf(mk->err, sizeof mk->err, st, "%s", mt_db_errmsg(ctx->dbs[snap]));
+            else
+                snap++;
         for (int b = 0; b < mk->nbuckets && !st; b++) {
             mt_problem pb = *p;
             pb.M = bucket_m(mk, b);
@@ -208,6 +217,8 @@ static mt_status create_locked(mt_modular_kernel *mk)
                 break;
             mk->bucket_plan[b] = mk->nplans++;
         }
+        while (snap > 0)
+            mt_db_read_end(ctx->dbs[--snap]);
         free(ch);
         if (st)
             return st;
@@ -274,12 +285,9 @@ mt_status mt_modular_kernel_create(mt_context *ctx, const mt_prepare_finalize *p
     mk->pf = pf->kind;
     mk->ex = ex->kind;
     mk->ctx = ctx;
-    pthread_mutex_lock(&ctx->lock);
-    if (mt_cu.cuCtxSetCurrent(ctx->gpu.ctx) != CUDA_SUCCESS)
-        st = mt_errf(mk->err, sizeof mk->err, MT_ERR_CUDA, "cannot make the GPU context current");
-    else
+    if (!(st = mt_rt_lock(ctx, mk->err, sizeof mk->err)))
         st = create_locked(mk);
-    pthread_mutex_unlock(&ctx->lock);
+    mt_rt_unlock(ctx);
     mk->ready = st == MT_OK;
     if (st)
         mt_rt_log(ctx, MT_LOG_WARN, "moetune: composing %s with %s failed: %s",

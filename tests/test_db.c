@@ -850,6 +850,30 @@ static void test_read_only_file_refused_for_writing(void **state)
     mt_db_close(db);
 }
 
+/* A reader's snapshot (mt_db_read_begin) does not see a writer's commit
+ * until it ends: the runtime's lookup and the kernels its entry names come
+ * from one state of the file. */
+static void test_read_snapshot(void **state)
+{
+    (void)state;
+    const char *a = path_in(mt_test_tmpdir("db_snapshot"), "s.db");
+    const int64_t ms[] = {1, 8};
+    const double ts[] = {10.0, 5.0};
+    fill(a, SKU_A, ms, ts, 2, 16);
+    mt_db *reader = open_ok(a, MT_DB_READONLY), *writer = open_ok(a, 0);
+    CHECK_OK(reader, mt_db_read_begin(reader));
+    assert_int_equal(count_entries(reader, 0), 2);
+    mt_db_prune_stats ps;
+    CHECK_OK(writer, mt_db_prune(writer, SKU_A, NULL, 0, &ps));
+    assert_int_equal(count_entries(writer, 0), 0);
+    assert_int_equal(count_entries(reader, 0), 2);   /* still the snapshot */
+    mt_db_read_end(reader);
+    assert_int_equal(count_entries(reader, 0), 0);
+    mt_db_read_end(reader);   /* none open: harmless */
+    mt_db_close(writer);
+    mt_db_close(reader);
+}
+
 /* An entry at an M no problem has (a damaged row; the runtime's reach once
  * multiplied it, overflowing) is a problem verify names. */
 static void test_verify_entry_m(void **state)
@@ -1568,6 +1592,7 @@ int main(void)
         cmocka_unit_test(test_merge_newer),
         cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_verify_entry_m),
+        cmocka_unit_test(test_read_snapshot),
         cmocka_unit_test(test_read_only_file_refused_for_writing),
         cmocka_unit_test(test_json_roundtrip),
         cmocka_unit_test(test_import_refuses_what_cannot_run),

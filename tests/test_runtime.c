@@ -76,6 +76,60 @@ static void test_context_without_gpu(void **state)
     assert_int_equal(mt_context_create(NULL, NULL), MT_ERR_INVALID_ARG);
 }
 
+typedef struct log_seen {
+    mt_context *ctx;
+    int n, lock_free, levels[4];
+    char text[4][64];
+} log_seen;
+
+static void seen_log(void *user, mt_log_level level, const char *message)
+{
+    log_seen *s = user;
+    if (s->n < 4) {
+        s->levels[s->n] = (int)level;
+        mt_strlcpy(s->text[s->n], message, sizeof s->text[0]);
+    }
+    s->n++;
+    /* What a callback that calls into moetune needs: the lock free. */
+    if (pthread_mutex_trylock(&s->ctx->lock) == 0) {
+        s->lock_free++;
+        pthread_mutex_unlock(&s->ctx->lock);
+    }
+}
+
+/* Log lines of a locked stretch (a kernel's creation) reach the callback
+ * after the lock is released, in order, with their levels: a callback that
+ * created a kernel on the same context once waited forever on the lock
+ * its own thread held. (The lock is taken by hand here: mt_rt_lock also
+ * makes the GPU context current.) */
+static void test_log_lines_wait_for_the_lock(void **state)
+{
+    (void)state;
+    mt_context *ctx = calloc(1, sizeof *ctx);
+    assert_non_null(ctx);
+    assert_int_equal(pthread_mutex_init(&ctx->lock, NULL), 0);
+    log_seen seen = {.ctx = ctx};
+    ctx->log = seen_log;
+    ctx->log_user = &seen;
+    ctx->log_level = MT_LOG_DEBUG;
+    pthread_mutex_lock(&ctx->lock);
+    ctx->holding_log = 1;
+    mt_rt_log(ctx, MT_LOG_INFO, "first %d", 1);
+    mt_rt_log(ctx, MT_LOG_WARN, "second");
+    assert_int_equal(seen.n, 0);   /* held while locked */
+    mt_rt_unlock(ctx);
+    assert_int_equal(seen.n, 2);
+    assert_int_equal(seen.lock_free, 2);
+    assert_string_equal(seen.text[0], "first 1");
+    assert_int_equal(seen.levels[0], MT_LOG_INFO);
+    assert_string_equal(seen.text[1], "second");
+    assert_int_equal(seen.levels[1], MT_LOG_WARN);
+    mt_rt_log(ctx, MT_LOG_DEBUG, "unlocked");   /* no lock held: at once */
+    assert_int_equal(seen.n, 3);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
 /* A context that opened its GPU and then failed on a database (here made by
  * hand: no GPU on this machine) holds a GPU context; composing on it once
  * went ahead and served the built-in defaults without the database the
@@ -634,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_version_and_hash),
         cmocka_unit_test(test_context_without_gpu),
         cmocka_unit_test(test_context_failed_on_database),
+        cmocka_unit_test(test_log_lines_wait_for_the_lock),
         cmocka_unit_test(test_destroy_null),
         cmocka_unit_test(test_objects),
         cmocka_unit_test(test_composition_rules),

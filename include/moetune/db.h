@@ -56,6 +56,11 @@ enum {
 mt_status mt_db_open(const char *path, int flags, mt_db **out);
 /* Close; NULL is a no-op. */
 void mt_db_close(mt_db *db);
+/* One read snapshot over several reads (a lookup, then the kernels its
+ * entry names): a writer in another process that commits in between is not
+ * seen half-way. mt_db_read_end closes it; no write in between. */
+mt_status mt_db_read_begin(mt_db *db);
+void mt_db_read_end(mt_db *db);
 /* Delete the database at path (and SQLite's side files) if it holds no row
  * at all: for a command that created it and then failed before writing
  * anything (a tune without a GPU, a merge whose first source is missing).

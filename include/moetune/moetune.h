@@ -68,7 +68,9 @@ typedef enum mt_log_level {
 
 /* Log callback: `message` is a host string valid during the call only. It
  * may be called from any thread that creates a modular kernel, never from
- * mt_modular_kernel_run. */
+ * mt_modular_kernel_run; never while the context's lock is held (the lines
+ * of a creation come once it is released), so it may call into moetune,
+ * on the same context too. */
 typedef void (*mt_log_fn)(void *user, mt_log_level level, const char *message);
 
 typedef struct mt_context_config {
