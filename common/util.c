@@ -105,11 +105,12 @@ mt_status mt_file_read(const char *path, char **out, size_t *len, char *msg, siz
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
         mt_buf_append(&b, chunk, n);
-    int err = ferror(f);
+    int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     if (err || b.oom) {
         mt_buf_free(&b);
-        return mt_errf(msg, msg_size, err ? MT_ERR_IO : MT_ERR_NO_MEMORY, "cannot read %s", path);
+        return mt_errf(msg, msg_size, err ? MT_ERR_IO : MT_ERR_NO_MEMORY, "cannot read %s: %s", path,
+                       err ? strerror(err) : "out of memory");
     }
     if (!b.data)
         mt_buf_append(&b, "", 0);
@@ -128,7 +129,11 @@ mt_status mt_file_write_atomic(const char *path, const void *data, size_t len,
     char *tmp = malloc(plen + 32);
     if (!tmp)
         return mt_errf(msg, msg_size, MT_ERR_NO_MEMORY, "out of memory writing %s", path);
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    /* Unique per writer: two threads of one process (each with its own
+     * generator, one cache) once shared a name and tore each other's file. */
+    static unsigned long writes;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld.%lu", path, (long)getpid(),
+             __atomic_fetch_add(&writes, 1, __ATOMIC_RELAXED));
     mt_status st = MT_OK;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {

@@ -3,19 +3,24 @@
  * the amalgamated source, the NVRTC version, the options and the arch.
  * An entry is a 64-byte header then the image:
  *   "MTKCACHE" | u32 format | u32 reserved | u64 payload length | 32-byte sha256 | 8 zero bytes
- * (integers little-endian). Anything that does not check out is "corrupt".
+ * (integers little-endian); the sha256 is of the key (hex, NUL) and then the
+ * payload, so that an entry copied or linked under another key's name is
+ * no image of that key (format 1 hashed the payload alone, and such an
+ * entry was served as a hit). Anything that does not check out, or is not
+ * a regular file, is "corrupt".
  * Calls: common/util.h.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "gen/gen_internal.h"
 
 #define CACHE_MAGIC "MTKCACHE"
-#define CACHE_FORMAT 1u
+#define CACHE_FORMAT 2u
 #define HEADER_SIZE 64
 
 static void put_u32(uint8_t *p, uint32_t x)
@@ -70,6 +75,16 @@ static void entry_path(const char *dir, const char *key, char *path, size_t size
     snprintf(path, size, "%s/%s.bin", dir, key);
 }
 
+/* The header's hash: of the key, then the payload. */
+static void entry_hash(const char *key, const uint8_t *payload, size_t len, uint8_t d[32])
+{
+    mt_sha256 h;
+    mt_sha256_init(&h);
+    mt_sha256_update(&h, key, strlen(key) + 1);
+    mt_sha256_update(&h, payload, len);
+    mt_sha256_final(&h, d);
+}
+
 gen_cache_result gen_cache_read(const char *dir, const char *key, uint8_t **image, size_t *len,
                                 char *msg, size_t msg_size)
 {
@@ -77,10 +92,13 @@ gen_cache_result gen_cache_read(const char *dir, const char *key, uint8_t **imag
     *len = 0;
     char path[PATH_MAX];
     entry_path(dir, key, path, sizeof path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
         return GEN_CACHE_MISS;
-    fclose(f);
+    if (!S_ISREG(sb.st_mode)) {   /* a link (to another entry), a folder */
+        mt_errf(msg, msg_size, MT_ERR_IO, "cache entry %s: not a regular file", path);
+        return GEN_CACHE_CORRUPT;
+    }
     char *data = NULL;
     size_t n = 0;
     if (mt_file_read(path, &data, &n, msg, msg_size) != MT_OK)
@@ -97,12 +115,10 @@ gen_cache_result gen_cache_read(const char *dir, const char *key, uint8_t **imag
                 path, (unsigned long long)get_u64(u + 16), n - HEADER_SIZE);
     } else {
         uint8_t d[32];
-        mt_sha256 h;
-        mt_sha256_init(&h);
-        mt_sha256_update(&h, u + HEADER_SIZE, n - HEADER_SIZE);
-        mt_sha256_final(&h, d);
+        entry_hash(key, u + HEADER_SIZE, n - HEADER_SIZE, d);
         if (memcmp(d, u + 24, 32) != 0) {
-            mt_errf(msg, msg_size, MT_ERR_IO, "cache entry %s: payload hash mismatch", path);
+            mt_errf(msg, msg_size, MT_ERR_IO, "cache entry %s: hash mismatch (damaged, or the "
+                    "entry of another key)", path);
         } else if ((*image = malloc(n - HEADER_SIZE ? n - HEADER_SIZE : 1))) {
             memcpy(*image, u + HEADER_SIZE, n - HEADER_SIZE);
             *len = n - HEADER_SIZE;
@@ -128,10 +144,7 @@ mt_status gen_cache_write(const char *dir, const char *key, const uint8_t *image
     memcpy(buf, CACHE_MAGIC, 8);
     put_u32(buf + 8, CACHE_FORMAT);
     put_u64(buf + 16, len);
-    mt_sha256 h;
-    mt_sha256_init(&h);
-    mt_sha256_update(&h, image, len);
-    mt_sha256_final(&h, buf + 24);
+    entry_hash(key, image, len, buf + 24);
     memcpy(buf + HEADER_SIZE, image, len);
     char path[PATH_MAX];
     entry_path(dir, key, path, sizeof path);

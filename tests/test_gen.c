@@ -911,6 +911,62 @@ static void test_cache(void **state)
     mt_gen_close(g);
 }
 
+/* The one .bin entry of dir other than `other` (NULL: the only one). */
+static void cache_entry_besides(const char *dir, const char *other, char *path, size_t size)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".bin") && !strstr(e->d_name, ".tmp.") && (!other || strcmp(p, other))) {
+            mt_strlcpy(path, p, size);
+            found++;
+        }
+    }
+    closedir(d);
+    assert_int_equal(found, 1);
+}
+
+/* An entry copied or linked under another key's name is no image of that
+ * key: recompiled, never served (format 1 hashed the payload alone, and
+ * another kernel's image came back as a hit). */
+static void test_cache_entry_of_another_key(void **state)
+{
+    (void)state;
+    const char *cdir = mt_test_tmpdir("gen-cache-keys");
+    mt_gen *g = open_ok(DATA "/good", cdir);
+    mt_variant a, b;
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f32_b32_s1", "sm_80", &a), MT_OK);
+    assert_int_equal(mt_gen_find(g, "mtk_toy_f16_b64_s1", "sm_80", &b), MT_OK);
+    mt_kernel_binary *ba, *bb, *again;
+    compile_one(g, &a, &ba);
+    char ea[1024], eb[1024];
+    cache_entry_besides(cdir, NULL, ea, sizeof ea);
+    compile_one(g, &b, &bb);
+    cache_entry_besides(cdir, ea, eb, sizeof eb);
+    copy_file(ea, eb);   /* a's entry under b's key */
+    compile_one(g, &b, &again);
+    assert_int_equal(again[0].cache_hit, 0);
+    assert_int_equal(again[0].image_len, bb[0].image_len);
+    assert_memory_equal(again[0].image, bb[0].image, bb[0].image_len);
+    mt_kernel_binaries_free(again, 1);
+    assert_int_equal(unlink(eb), 0);
+    assert_int_equal(symlink(ea, eb), 0);   /* a link to a's entry */
+    compile_one(g, &b, &again);
+    assert_int_equal(again[0].cache_hit, 0);
+    assert_memory_equal(again[0].image, bb[0].image, bb[0].image_len);
+    mt_kernel_binaries_free(again, 1);
+    mt_gen_stats s;
+    mt_gen_get_stats(g, &s);
+    assert_int_equal(s.cache_corrupt, 2);
+    mt_kernel_binaries_free(ba, 1);
+    mt_kernel_binaries_free(bb, 1);
+    mt_gen_close(g);
+}
+
 static void test_compile_failure_is_per_item(void **state)
 {
     (void)state;
@@ -963,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_override),
         cmocka_unit_test(test_determinism_and_ptx),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_entry_of_another_key),
         cmocka_unit_test(test_compile_failure_is_per_item),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

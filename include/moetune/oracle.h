@@ -35,7 +35,11 @@
  * any router weight; the combine then computes out[t] = round_elem(sum_j
  * w(t, j) * y) in fp32 (w = 1 when the weight was applied on input). So the
  * two formats agree exactly when the router weights are powers of two or
- * applied on input, and within one rounding of y otherwise.
+ * applied on input, and within one rounding of y otherwise; except with
+ * dynamic per-tensor activation scales and an expert map, where the
+ * standard format's amax covers all M hidden rows (2) and the batched
+ * format's only the rows dispatched to this rank (a different scale: 8 %
+ * apart in a review's fp8 example).
  *
  * Expert ids: topk_ids hold global ids in [0, E); with an expert map the
  * local id is expert_map[id] (-1: not on this rank, the slot contributes
@@ -64,7 +68,8 @@ extern "C" {
  * Standard format. t->hidden [M, K] (element dtype), w1/w2 and scales per
  * the quant mode, topk_ids/topk_weights [M, topk], expert_map when
  * p->has_expert_map (p->format and p->max_tokens are ignored: the result
- * is the same in both formats). out: [M*K] floats, the final result already rounded to
+ * is the standard format's, which the batched one matches as the file
+ * comment says). out: [M*K] floats, the final result already rounded to
  * the element dtype (t->out is not used). tokens/ntokens: an optional subset
  * of token indices to compute (NULL = all M); only out rows of those tokens
  * are written, and dynamic per-tensor scales are still computed over all
