@@ -417,17 +417,14 @@ static mt_status open_connection(mt_db *db, int flags)
      * beside an application id of 0, a file to refuse (seen with 8 tuners
      * starting on one new file). */
     int64_t app = 0, uv = 0, tables = 0;
-    mt_status st = mt_db__exec(db, "BEGIN");
+    mt_status st = mt_db_read_begin(db);
     if (!st)
         st = pragma_int(db, "PRAGMA application_id", &app);
     if (!st)
         st = pragma_int(db, "PRAGMA user_version", &uv);
     if (!st)
         st = count_tables(db, &tables);
-    if (!st)
-        st = mt_db__exec(db, "COMMIT");
-    else if (!sqlite3_get_autocommit(db->h))
-        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    mt_db_read_end(db);
     if (st)
         return st;
     int fresh = app == 0 && uv == 0 && tables == 0;

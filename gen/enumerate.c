@@ -164,24 +164,30 @@ static int cmp_recs(const void *x, const void *y)
     return memcmp(((const point_rec *)x)->b, ((const point_rec *)y)->b, sizeof(point_rec));
 }
 
+/* Do the filters' choices admit every value default d fixes? */
+static int default_admitted(const gen_template *t, int d, int *const *choices, const int *nchoices)
+{
+    for (int p = 0; p < t->nparams; p++) {
+        const int fixed = t->defaults[d].value[p];
+        int admitted = fixed < 0;
+        for (int k = 0; k < nchoices[p] && !admitted; k++)
+            admitted = choices[p][k] == fixed;
+        if (!admitted)
+            return 0;
+    }
+    return 1;
+}
+
 /* How many points the defaults hold among the filters' choices (before
  * those two defaults share are merged): what walk_defaults records. */
 static double default_points(const gen_template *t, int *const *choices, const int *nchoices)
 {
     double sum = 0;
     for (int d = 0; d < t->ndefaults; d++) {
-        double n = 1;
-        for (int p = 0; p < t->nparams && n > 0; p++) {
-            const int fixed = t->defaults[d].value[p];
-            if (fixed < 0) {
+        double n = default_admitted(t, d, choices, nchoices);
+        for (int p = 0; p < t->nparams && n > 0; p++)
+            if (t->defaults[d].value[p] < 0)
                 n *= nchoices[p];
-                continue;
-            }
-            int admitted = 0;
-            for (int k = 0; k < nchoices[p]; k++)
-                admitted |= choices[p][k] == fixed;
-            n = admitted ? n : 0;
-        }
         sum += n;
     }
     return sum;
@@ -201,15 +207,10 @@ static mt_status walk_defaults(mt_gen *g, gen_template *t, int *const *choices, 
     for (int d = 0; d < t->ndefaults && !st; d++) {
         /* Per parameter: the default's value if the filters admit it, or
          * every admitted value where the default leaves it open. */
-        int fixed[MT_VARIANT_MAX_PARAMS], idx[MT_VARIANT_MAX_PARAMS] = {0}, admitted = 1;
-        for (int p = 0; p < np && admitted; p++) {
+        int fixed[MT_VARIANT_MAX_PARAMS], idx[MT_VARIANT_MAX_PARAMS] = {0};
+        for (int p = 0; p < np; p++)
             fixed[p] = t->defaults[d].value[p];
-            if (fixed[p] >= 0) {
-                admitted = 0;
-                for (int k = 0; k < nchoices[p]; k++)
-                    admitted |= choices[p][k] == fixed[p];
-            }
-        }
+        int admitted = default_admitted(t, d, choices, nchoices);
         while (admitted) {
             if (n == cap) {
                 size_t ncap = cap ? cap * 2 : 256;

@@ -34,16 +34,22 @@ static void test_version_and_hash(void **state)
     assert_int_equal(strspn(h, "0123456789abcdef"), 64);
 }
 
+/* The standard prepare/finalize and experts, and a small bf16 problem. */
+static void standard_objects(mt_prepare_finalize **pf, mt_experts **ex, mt_problem *p)
+{
+    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, pf), MT_OK);
+    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, ex), MT_OK);
+    mt_problem_init(p, 64, 8, 2, 128, 128);
+}
+
 /* A standard bf16 modular kernel composed on ctx is refused
  * (MT_ERR_INVALID_ARG) with the message want. */
 static void compose_refused(mt_context *ctx, const char *want)
 {
     mt_prepare_finalize *pf;
     mt_experts *ex;
-    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, &pf), MT_OK);
-    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex), MT_OK);
     mt_problem p;
-    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    standard_objects(&pf, &ex, &p);
     mt_modular_kernel *mk = NULL;
     assert_int_equal(mt_modular_kernel_create(ctx, pf, ex, &p, &mk), MT_ERR_INVALID_ARG);
     assert_string_equal(mt_modular_kernel_errmsg(mk), want);
@@ -298,10 +304,8 @@ static void test_create_and_run_refuse_bad_input(void **state)
     (void)state;
     mt_prepare_finalize *pf;
     mt_experts *ex;
-    assert_int_equal(mt_prepare_finalize_create(MT_PF_STANDARD, &pf), MT_OK);
-    assert_int_equal(mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex), MT_OK);
     mt_problem p;
-    mt_problem_init(&p, 64, 8, 2, 128, 128);
+    standard_objects(&pf, &ex, &p);
     mt_modular_kernel *mk = NULL;
     assert_int_equal(mt_modular_kernel_create(NULL, pf, ex, &p, &mk), MT_ERR_INVALID_ARG);
     assert_non_null(mk);
