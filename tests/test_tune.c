@@ -2,16 +2,20 @@
  * Tests of the tuner on the CPU with the fake backend: a whole run into a
  * database, a faulting and a hanging candidate isolated and recorded, resume
  * after the tuner is killed at a random point (nothing finished is lost,
- * at most the candidate in flight is measured again), and bad options.
+ * at most the candidate in flight is measured again), a database write
+ * that fails in the worker not taken for its candidate's fault, a worker
+ * that dies with its supervisor, and bad options.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* prlimit */
 #include "tests/support.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1422,6 +1426,161 @@ static void test_disk_full(void **state)
     assert_int_equal(s.nrows, 4);
 }
 
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A child of parent (a supervisor's worker), from /proc; 0 if it has none.
+ * A process's parent follows its name in /proc/PID/stat, a name that may
+ * hold spaces and parentheses itself: read after the last ')'. */
+static pid_t child_of(pid_t parent)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    assert_non_null(d);
+    while (!found && (e = readdir(d))) {
+        char path[300], buf[512];
+        int ppid = 0;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
+        fclose(f);
+        const char *end = strrchr(buf, ')');
+        if (end && sscanf(end + 1, " %*c %d", &ppid) == 1 && ppid == parent)
+            found = (pid_t)atoi(e->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* Runs o in a child process, as the CLI would run it, the fake backend
+ * logging into log, with its stderr (and its workers') into the pipe err
+ * where err is not NULL: the child writes the run's status, restarts and
+ * message there and exits with the status. Returns the child's pid (the
+ * supervisor) once its worker, *worker, is measuring a candidate (the fake
+ * logs it before it sleeps or hangs), within 5 s. */
+static pid_t start_tune(const mt_tune_opts *o, const char *log, const int err[2], pid_t *worker)
+{
+    setenv("MT_FAKE_LOG", log, 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char msg[1024] = "";
+        mt_tune_summary s;
+        signal(SIGXFSZ, SIG_IGN);   /* a write past a file size limit fails with EFBIG */
+        if (err) {
+            dup2(err[1], STDERR_FILENO);
+            close(err[0]);
+            close(err[1]);
+        }
+        mt_status st = mt_tune_run(o, &s, msg, sizeof msg);
+        fprintf(stderr, "tune: %s, %d worker restart(s): %s\n", mt_status_str(st),
+                s.worker_restarts, msg);
+        fflush(NULL);
+        _exit((int)st);
+    }
+    unsetenv("MT_FAKE_LOG");
+    if (err)
+        close(err[1]);
+    for (int i = 0; i < 500 && count_lines(log) < 1; i++)
+        nap_ms(10);
+    *worker = count_lines(log) >= 1 ? child_of(pid) : 0;
+    if (!*worker)
+        kill(pid, SIGKILL);   /* a failed test leaves no run behind (its worker dies with it) */
+    assert_true(*worker > 0);
+    return pid;
+}
+
+/* A worker that cannot record a candidate it measured (its file size limit
+ * dropped to nothing while the candidate ran, as a disk fills up) has
+ * reported it measured ("R"): the run fails with the database's status and
+ * the worker's message naming the file, with no restart and nothing
+ * rejected, and a rerun measures that candidate again and finishes. (Taken
+ * for the kernel's fault, the good candidate was rejected for good.) Only
+ * the worker is limited, so the supervisor could record a rejection. */
+static void test_record_failure_is_not_the_kernels(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-record");
+    char path[600], log[600], out[4096], msg[1024];
+    snprintf(path, sizeof path, "%s/record.db", dir);
+    snprintf(log, sizeof log, "%s/record.log", dir);
+    mt_tune_opts o;
+    opts_at(&o, path, 1);
+    int err[2];
+    assert_int_equal(pipe(err), 0);
+    setenv("MT_FAKE_DELAY_MS", "200", 1);   /* time to find the worker mid-candidate */
+    pid_t worker, pid = start_tune(&o, log, err, &worker);
+    unsetenv("MT_FAKE_DELAY_MS");
+    const struct rlimit none = {0, 0};   /* every write to a file fails: EFBIG */
+    assert_int_equal(prlimit(worker, RLIMIT_FSIZE, &none, NULL), 0);
+    size_t n = 0;
+    ssize_t got;
+    while ((got = read(err[0], out + n, sizeof out - 1 - n)) > 0)
+        n += (size_t)got;
+    out[n] = '\0';
+    close(err[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("%s", out);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), MT_ERR_DB);
+    assert_non_null(strstr(out, "0 worker restart(s)"));
+    assert_non_null(strstr(out, "failed outside any candidate"));
+    assert_non_null(strstr(out, path));   /* the worker's message: the file it could not write */
+    assert_int_equal(scan_db(path).rejected, 0);
+    mt_tune_summary s;
+    setenv("MT_FAKE_LOG", log, 1);
+    assert_int_equal(mt_tune_run(&o, &s, msg, sizeof msg), MT_OK);
+    unsetenv("MT_FAKE_LOG");
+    assert_int_equal(s.nrows, 1);
+    assert_int_equal(s.worker_restarts, 0);
+    assert_int_equal(scan_db(path).rejected, 0);
+    assert_int_equal(repeats(log), 1);   /* the candidate in flight, and only it */
+}
+
+/* A worker dies with its supervisor (PR_SET_PDEATHSIG): one hung in a
+ * candidate never writes to its pipe, so never learns that the supervisor
+ * is gone, and held its GPU for good. This process adopts the orphan (a
+ * child subreaper), so that it waits for that very worker, whose pid
+ * cannot be reused meanwhile, and kills it if it outlives the wait. */
+static void test_worker_dies_with_its_supervisor(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("tune-orphan");
+    char path[600], log[600];
+    snprintf(path, sizeof path, "%s/orphan.db", dir);
+    snprintf(log, sizeof log, "%s/orphan.log", dir);
+    mt_tune_opts o;
+    opts_at(&o, path, 1);
+    o.candidate_timeout_s = 60;   /* the supervisor does not end the hang itself */
+    setenv("MT_FAKE_HANG", "grouped_gemm", 1);   /* the first candidate (the default) */
+    pid_t worker, pid = start_tune(&o, log, NULL, &worker);
+    unsetenv("MT_FAKE_HANG");
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);   /* its worker is this process's child from here on */
+    int status = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 150 && (r = waitpid(worker, &status, WNOHANG)) == 0; i++)
+        nap_ms(20);
+    if (r != worker) {   /* it outlived its supervisor by 3 s: no leak from a failed test */
+        printf("worker %ld outlived its supervisor\n", (long)worker);
+        kill(worker, SIGKILL);
+        waitpid(worker, NULL, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    assert_int_equal(r, worker);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGKILL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1447,6 +1606,8 @@ int main(void)
         cmocka_unit_test(test_an_m_without_a_passing_candidate_does_not_stop_the_run),
         cmocka_unit_test(test_retune_counts_only_its_own_results),
         cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_record_failure_is_not_the_kernels),
+        cmocka_unit_test(test_worker_dies_with_its_supervisor),
         cmocka_unit_test(test_refuses_a_damaged_database),
         cmocka_unit_test(test_failed_run_leaves_no_file),
         cmocka_unit_test(test_final_round_beats_a_lucky_first_time),
