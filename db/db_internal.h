@@ -15,6 +15,7 @@ struct mt_db {
     char *path;
     int readonly;
     int tx_depth;        /* 0: none; 1: BEGIN IMMEDIATE; >1: savepoints */
+    int wal;             /* this handle put the file in WAL mode (or found it so) */
     char err[1024];
 };
 
@@ -45,7 +46,9 @@ mt_status mt_db__exec(mt_db *db, const char *sql);
 /* Nested transactions: the outermost is BEGIN IMMEDIATE (so two writers
  * queue on the busy timeout instead of failing on a lock upgrade), inner
  * ones are savepoints. end commits when st == MT_OK, else rolls back, and
- * returns st (or the commit's failure). */
+ * returns st (or the commit's failure). The outermost begin first puts the
+ * file in WAL mode: a writer's first write transaction comes after its
+ * checks, so a file it refuses keeps its journal mode. */
 mt_status mt_db__begin(mt_db *db);
 mt_status mt_db__end(mt_db *db, mt_status st);
 mt_status mt_db__writable(mt_db *db);

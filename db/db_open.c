@@ -81,15 +81,35 @@ void mt_db_read_end(mt_db *db)
         sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
 }
 
-mt_status mt_db__begin(mt_db *db)
+/* Put a writable handle's file in WAL mode, once a handle, outside any
+ * transaction (inside one the switch fails, and so does the BEGIN after
+ * it). The switch rewrites the file's header: only for a file this handle
+ * is about to write, never for one it may still refuse. */
+static mt_status use_wal(mt_db *db)
 {
-    mt_status st = mt_db__writable(db);
-    if (st)
-        return st;
-    st = mt_db__exec(db, db->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT mt_nested");
+    if (db->readonly || db->wal || !sqlite3_get_autocommit(db->h))
+        return MT_OK;
+    mt_status st = mt_db__exec(db, "PRAGMA journal_mode = WAL");
+    if (!st)
+        db->wal = 1;
+    return st;
+}
+
+/* A transaction in the file's own journal mode. */
+static mt_status begin_as_is(mt_db *db)
+{
+    mt_status st = mt_db__exec(db, db->tx_depth == 0 ? "BEGIN IMMEDIATE" : "SAVEPOINT mt_nested");
     if (!st)
         db->tx_depth++;
     return st;
+}
+
+mt_status mt_db__begin(mt_db *db)
+{
+    mt_status st = mt_db__writable(db);
+    if (!st && db->tx_depth == 0)
+        st = use_wal(db);
+    return st ? st : begin_as_is(db);
 }
 
 mt_status mt_db__end(mt_db *db, mt_status st)
@@ -278,7 +298,7 @@ static mt_status set_version(mt_db *db, int version)
  * another process may have done it first. */
 static mt_status build_schema(mt_db *db, int target)
 {
-    mt_status st = mt_db__begin(db);
+    mt_status st = begin_as_is(db);
     if (st)
         return st;
     int64_t uv = 0, tables = 0;
@@ -449,6 +469,19 @@ static mt_status open_connection(mt_db *db, int flags)
      * GPU time. */
     if (!readonly && (st = mt_db__exec(db, "PRAGMA synchronous = FULL")))
         return st;
+    /* WAL: readers never block the writer and a killed writer leaves only
+     * uncommitted frames behind. Switching rewrites the file's header, so
+     * a file that was there keeps its journal mode until this writer's
+     * first write transaction (mt_db__begin), which comes after the
+     * writer's own checks (merge, import, prune, tune and refresh refuse a
+     * damaged file), and a refused file keeps every byte. A file this open
+     * is creating is this writer's own: it goes to WAL before its schema,
+     * so that any other connection that finds the schema finds WAL too, and
+     * maps the WAL index at its first read, holding its shared lock until
+     * it closes: while it is open no other connection can take the new
+     * file out of WAL and delete it (mt_db_remove_if_empty). */
+    if (!readonly && fresh && (st = use_wal(db)))
+        return st;
     /* A new or migrated schema comes in one transaction, in the file's own
      * journal mode, so that a failed migration leaves the file as it was. */
     if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
@@ -457,18 +490,6 @@ static mt_status open_connection(mt_db *db, int flags)
             return st;
     }
     st = check_tables(db);
-    /* WAL only once the file is known to be ours and whole (switching
-     * rewrites the file's header, which a refused file must keep): readers
-     * never block the writer and a killed writer leaves only uncommitted
-     * frames behind. */
-    if (!st && !readonly)
-        st = mt_db__exec(db, "PRAGMA journal_mode = WAL");
-    /* A read in WAL mode maps the WAL index, whose shared lock this
-     * connection then holds until it closes: while it is open no other
-     * connection can take the file out of WAL (mt_db_remove_if_empty). */
-    int64_t tables_now = 0;
-    if (!st && !readonly)
-        st = count_tables(db, &tables_now);
     if (!st)
         st = mt_db__exec(db, "PRAGMA foreign_keys = ON");
     return st;

@@ -1,7 +1,8 @@
 /*
  * Tests of the tuned-kernel database (moetune/db.h): schema, migration,
  * kernels and their hashes, entries and the nearest-M rule, merge, JSON and
- * vLLM layouts, bad files, crash safety and concurrent writers.
+ * vLLM layouts, bad files (and every writer that refuses one: the file keeps
+ * every byte), crash safety and concurrent writers.
  */
 #define _DEFAULT_SOURCE
 #include "tests/support.h"
@@ -20,7 +21,11 @@
 #include "common/util.h"
 #include "db/db_internal.h"
 #include "moetune/db.h"
+#include "moetune/gen.h"
+#include "moetune/tuner.h"
 #include "tests/db_fixture.h"
+#include "tuner/deterministic.h"
+#include "tuner/refresh.h"
 
 #define SKU_A "NVIDIA H200"
 #define SKU_B "NVIDIA H100 80GB HBM3"
@@ -1363,6 +1368,141 @@ static void test_bad_files(void **state)
     assert_non_null(mt_db_errmsg(NULL));
 }
 
+/* Byte 18 of the file's header: 1 in rollback-journal mode, 2 in WAL. */
+static int journal_byte(const char *path)
+{
+    unsigned char hdr[19];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(hdr, 1, sizeof hdr, f), sizeof hdr);
+    fclose(f);
+    return hdr[18];
+}
+
+/* The writers that open a file for writing and then refuse it when its
+ * SQLite file is damaged (mt_db_refuse_damaged), each run once below. */
+enum { W_MERGE, W_IMPORT, W_VLLM, W_PRUNE, W_REFRESH, W_DETERMINISTIC, W_TUNE, W_COUNT };
+static const char *const refusing_writer[W_COUNT] = {
+    "merge", "import", "import-vllm", "prune", "refresh", "deterministic", "tune"};
+
+/* Writer `which` on the file at path, the inputs it reads in dir; its
+ * status, its message in msg. */
+static mt_status run_refusing_writer(int which, const char *path, const char *dir, mt_gen *g,
+                                     char *msg, size_t msg_size)
+{
+    if (which == W_TUNE) {   /* the tuner opens the file itself (MT_DB_CREATE) */
+        mt_tune_opts o;
+        memset(&o, 0, sizeof o);
+        mt_problem_init(&o.shape, 1, 64, 6, 2048, 1408);
+        o.label = "refused";
+        o.Ms[0] = 16;
+        o.nM = 1;
+        o.db_path = path;
+        o.backend = "fake";
+        o.isolate = 1;
+        o.candidate_timeout_s = 1;
+        mt_tune_summary s;
+        return mt_tune_run(&o, &s, msg, msg_size);
+    }
+    mt_db *db = open_ok(path, MT_DB_CREATE);
+    mt_db_merge_stats ms;
+    mt_db_prune_stats ps;
+    mt_refresh_stats rs;
+    mt_deterministic_stats ds;
+    int nref = 0;
+    mt_status st = MT_ERR_INTERNAL;
+    msg[0] = '\0';
+    switch (which) {
+    case W_MERGE: st = mt_db_merge(db, path_in(dir, "source.db"), &ms); break;
+    case W_IMPORT: st = mt_db_import_json(db, path_in(dir, "source.json"), &ms); break;
+    case W_VLLM:
+        st = mt_db_import_vllm(db, path_in(dir, "E=8,N=14336,device_name=NVIDIA_H200.json"), &nref);
+        break;
+    case W_PRUNE: st = mt_db_prune(db, NULL, NULL, 0, &ps); break;
+    case W_REFRESH: st = mt_refresh_kernels(db, g, 0, NULL, NULL, &rs, msg, msg_size); break;
+    case W_DETERMINISTIC:
+        st = mt_make_deterministic(db, g, 0, NULL, NULL, &ds, msg, msg_size);
+        break;
+    }
+    if (!msg[0])
+        mt_strlcpy(msg, mt_db_errmsg(db), msg_size);
+    mt_db_close(db);
+    return st;
+}
+
+/* A writer that refuses a damaged file leaves every byte of it, the
+ * header's journal mode and change counter too, and makes no -wal, -shm
+ * or -journal file beside it: the file stays in rollback-journal mode, as
+ * the shipped ones are, until a writer's first write. (Each had switched
+ * the file to WAL when it opened it, before its check.) */
+static void test_refused_writers_keep_every_byte(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_refused");
+    char msg[1024], before[65], after[65], side[820];
+    const int64_t ms[] = {1, 2, 3};
+    const double ts[] = {5, 6, 7};   /* not M: the damaged index disagrees */
+    char source[800];   /* path_in's buffers are reused */
+    mt_strlcpy(source, path_in(dir, "source.db"), sizeof source);
+    fill(source, SKU_B, ms, ts, 3, 64);
+    mt_db *db = open_ok(source, MT_DB_READONLY);
+    CHECK_OK(db, mt_db_export_json(db, path_in(dir, "source.json"), 0));
+    mt_db_close(db);
+    const char *vllm = "{\"1\": {\"BLOCK_SIZE_M\": 16, \"BLOCK_SIZE_N\": 32, \"BLOCK_SIZE_K\": 64, "
+                       "\"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 3}}";
+    assert_int_equal(mt_file_write_atomic(path_in(dir, "E=8,N=14336,device_name=NVIDIA_H200.json"),
+                                          vllm, strlen(vllm), msg, sizeof msg), MT_OK);
+    /* A file with kernels and entries, in rollback-journal mode, damaged. */
+    const char *master = path_in(dir, "master.db");
+    fill(master, SKU_A, ms, ts, 3, 16);
+    mt_fix_sql(master, "PRAGMA journal_mode = DELETE");
+    mt_fix_damage_index(master);
+    char *bytes = NULL;
+    size_t len = 0;
+    assert_int_equal(mt_file_read(master, &bytes, &len, msg, sizeof msg), MT_OK);
+    assert_int_equal(journal_byte(master), 1);
+    mt_gen *g = mt_test_open_templates();
+    int changed = 0;
+    for (int w = 0; w < W_COUNT; w++) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/%s.db", dir, refusing_writer[w]);
+        assert_int_equal(mt_file_write_atomic(path, bytes, len, msg, sizeof msg), MT_OK);
+        file_hash(path, before);
+        mt_status st = run_refusing_writer(w, path, dir, g, msg, sizeof msg);
+        if (st != MT_ERR_DB || !strstr(msg, "damaged, so ") || !strstr(msg, path))
+            fail_msg("%s: status %d, message '%s' (want MT_ERR_DB, the file damaged)",
+                     refusing_writer[w], st, msg);
+        /* Every writer is tried, then the test fails naming each that changed something. */
+        file_hash(path, after);
+        if (strcmp(before, after) && ++changed)
+            print_error("%s: the refused file changed (header byte 18, the journal mode: "
+                        "1 -> %d)\n", refusing_writer[w], journal_byte(path));
+        static const char *const sfx[] = {"-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < MT_ARRAY_LEN(sfx); i++) {
+            snprintf(side, sizeof side, "%s%s", path, sfx[i]);
+            if (access(side, F_OK) == 0 && ++changed)
+                print_error("%s: left %s beside the refused file\n", refusing_writer[w], side);
+        }
+    }
+    mt_gen_close(g);
+    assert_int_equal(changed, 0);
+    /* A sound file in rollback-journal mode goes to WAL at its writer's
+     * first write, and not before: an open for writing alone leaves it. */
+    const char *sound = path_in(dir, "sound.db");
+    fill(sound, SKU_A, ms, ts, 3, 16);
+    mt_fix_sql(sound, "PRAGMA journal_mode = DELETE");
+    file_hash(sound, before);
+    db = open_ok(sound, 0);
+    file_hash(sound, after);
+    assert_string_equal(before, after);
+    mt_db_merge_stats st;
+    CHECK_OK(db, mt_db_merge(db, source, &st));
+    mt_db_close(db);
+    assert_int_equal(raw_int(sound, "SELECT count(*) FROM entry"), 6);
+    assert_int_equal(journal_byte(sound), 2);
+    free(bytes);
+}
+
 static void test_prune(void **state)
 {
     (void)state;
@@ -1449,10 +1589,11 @@ static void test_prune(void **state)
 }
 
 /* A child that writes entries forever, reporting each commit on a pipe. */
-static void writer_child(const char *path, int fd, const char *sku, int64_t first, int count)
+static void writer_child(const char *path, int flags, int fd, const char *sku, int64_t first,
+                         int count)
 {
     mt_db *db = NULL;
-    if (mt_db_open(path, 0, &db) != MT_OK) {
+    if (mt_db_open(path, flags, &db) != MT_OK) {
         fprintf(stderr, "child: %s\n", mt_db_errmsg(db));
         _exit(3);
     }
@@ -1491,7 +1632,7 @@ static void test_crash_safety(void **state)
         assert_true(pid >= 0);
         if (pid == 0) {
             close(fds[0]);
-            writer_child(path, fds[1], SKU_A, round * 100000, -1);
+            writer_child(path, 0, fds[1], SKU_A, round * 100000, -1);
         }
         close(fds[1]);
         int kill_after = 5 + (int)(mt_rng_next(&rng) % 60);
@@ -1535,7 +1676,7 @@ static void test_concurrent_writers(void **state)
         pids[c] = fork();
         assert_true(pids[c] >= 0);
         if (pids[c] == 0)
-            writer_child(path, -1, c ? SKU_B : SKU_A, c * 1000, per);
+            writer_child(path, 0, -1, c ? SKU_B : SKU_A, c * 1000, per);
     }
     for (int c = 0; c < 2; c++) {
         int status;
@@ -1557,6 +1698,35 @@ static void test_concurrent_writers(void **state)
     assert_int_equal(count_entries(db, 0), 2 * per);
     mt_db_close(db);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 2 * per);
+}
+
+/* Eight writers start at once on a file none of them finds: one creates
+ * it, the others wait for its schema, and each writes its rows; the new
+ * file is in WAL mode from its creation. */
+static void test_concurrent_starts(void **state)
+{
+    (void)state;
+    const char *path = path_in(mt_test_tmpdir("db_starts"), "n.db");
+    enum { WRITERS = 8, PER = 5 };
+    pid_t pids[WRITERS];
+    fflush(NULL);
+    for (int c = 0; c < WRITERS; c++) {
+        pids[c] = fork();
+        assert_true(pids[c] >= 0);
+        if (pids[c] == 0)
+            writer_child(path, MT_DB_CREATE, -1, SKU_A, c * 1000, PER);
+    }
+    for (int c = 0; c < WRITERS; c++) {
+        int status;
+        assert_int_equal(waitpid(pids[c], &status, 0), pids[c]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    assert_int_equal(journal_byte(path), 2);
+    mt_db *db = open_ok(path, MT_DB_READONLY);
+    CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
+    assert_int_equal(count_entries(db, 0), WRITERS * PER);
+    mt_db_close(db);
 }
 
 /* The shipped file's name of a SKU, as the Python package looks it up. */
@@ -1601,9 +1771,11 @@ int main(void)
         cmocka_unit_test(test_vllm_layout),
         cmocka_unit_test(test_shipped_name),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_refused_writers_keep_every_byte),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_crash_safety),
         cmocka_unit_test(test_concurrent_writers),
+        cmocka_unit_test(test_concurrent_starts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

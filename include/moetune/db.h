@@ -11,7 +11,9 @@
  * Files are recognized by PRAGMA application_id (MT_DB_APPLICATION_ID) and
  * versioned by PRAGMA user_version; older versions are migrated when opened
  * for writing. WAL mode and a busy timeout let several tuner processes write
- * one file; every write call is its own transaction. docs/DATABASE.md
+ * one file; every write call is its own transaction. A file goes to WAL mode
+ * at its writer's first write (a new file when it is created), so that one
+ * a writer refuses keeps every byte, its journal mode too. docs/DATABASE.md
  * describes the schema and the JSON layouts.
  *
  * Every call returns an mt_status; on failure the message (which names the
@@ -366,7 +368,7 @@ mt_status mt_db_verify_storage(mt_db *db, void (*report)(const char *problem, vo
  * what every writer calls before writing (tune, merge, import, prune,
  * refresh): rows written into a file whose indexes disagree with its
  * tables may not be found again. refused says what the caller did not do
- * ("nothing was merged into it"). */
+ * ("nothing was merged into it"); the refused file is left byte for byte. */
 mt_status mt_db_refuse_damaged(mt_db *db, const char *refused);
 /* MT_ERR_DB when a stored kernel's source or image does not match its
  * SHA-256, with the message "a stored kernel is damaged, so <refused> (...)":
