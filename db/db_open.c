@@ -483,7 +483,17 @@ static mt_status open_connection(mt_db *db, int flags)
     if (!readonly && fresh && (st = use_wal(db)))
         return st;
     /* A new or migrated schema comes in one transaction, in the file's own
-     * journal mode, so that a failed migration leaves the file as it was. */
+     * journal mode, so that a failed migration leaves the file as it was.
+     * A damaged file is not migrated: the writer that opened it would
+     * refuse it next, and a refused file keeps every byte (its version
+     * too). */
+    if (!readonly && !fresh && uv < MT_DB_SCHEMA_VERSION) {
+        char refused[96];
+        snprintf(refused, sizeof refused, "it was not migrated to schema version %d",
+                 MT_DB_SCHEMA_VERSION);
+        if ((st = mt_db_refuse_damaged(db, refused)))
+            return st;
+    }
     if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
         st = build_schema(db, MT_DB_SCHEMA_VERSION);
         if (st)

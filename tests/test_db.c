@@ -248,11 +248,15 @@ static void test_create_and_reopen(void **state)
     mt_db_close(db);
 }
 
+static void expect_open_fails(const char *path, int flags, mt_status want, const char *what);
+
 static void test_migration_v1_to_v2(void **state)
 {
     (void)state;
-    const char *path = path_in(mt_test_tmpdir("db_migrate"), "v1.db");
-    char msg[512];
+    const char *dir = mt_test_tmpdir("db_migrate");
+    char path[800], damaged_v1[800], msg[512];   /* path_in's buffers are reused */
+    mt_strlcpy(path, path_in(dir, "v1.db"), sizeof path);
+    mt_strlcpy(damaged_v1, path_in(dir, "v1-damaged.db"), sizeof damaged_v1);
     assert_int_equal(mt_db__create_at_version(path, 1, msg, sizeof msg), MT_OK);
     assert_int_equal(raw_int(path, "PRAGMA user_version"), 1);
     /* A v1 row, written as a v1 build would (no routing column yet). */
@@ -269,6 +273,17 @@ static void test_migration_v1_to_v2(void **state)
     assert_non_null(strstr(mt_db_errmsg(db), path));
     mt_db_close(db);
     assert_int_equal(raw_int(path, "PRAGMA user_version"), 1);   /* untouched */
+
+    /* A damaged v1 file (an entry whose provenance is missing) is not
+     * migrated: the writer would refuse it next, so it keeps every byte. */
+    assert_int_equal(mt_db__create_at_version(damaged_v1, 1, msg, sizeof msg), MT_OK);
+    mt_fix_sql(damaged_v1,
+             "INSERT INTO problem_key VALUES (1, 8, 8, 2048, 512, 'bf16', 'none', 0, 0, "
+             "'standard', 'silu', 0, 0);"
+             "INSERT INTO entry VALUES (1, 'NVIDIA H200', 1, 32, "
+             "'backend=cublas;arch=sm_90a;gemm1=cublas', 7.5, 9.0, NULL, 0.001, 7, 1700000001);");
+    expect_open_fails(damaged_v1, 0, MT_ERR_DB, "damaged, so it was not migrated");
+    assert_int_equal(raw_int(damaged_v1, "PRAGMA user_version"), 1);
 
     db = open_ok(path, 0);
     mt_db_close(db);
