@@ -46,9 +46,10 @@ mt_status mt_db__exec(mt_db *db, const char *sql);
 /* Nested transactions: the outermost is BEGIN IMMEDIATE (so two writers
  * queue on the busy timeout instead of failing on a lock upgrade), inner
  * ones are savepoints. end commits when st == MT_OK, else rolls back, and
- * returns st (or the commit's failure). The outermost begin first puts the
- * file in WAL mode: a writer's first write transaction comes after its
- * checks, so a file it refuses keeps its journal mode. */
+ * returns st (or the commit's failure). The first outermost commit of a
+ * handle then puts the file in WAL mode: a first write transaction that a
+ * writer abandons, or one after the checks that refuse a file, leaves the
+ * file as it was, its journal mode too. */
 mt_status mt_db__begin(mt_db *db);
 mt_status mt_db__end(mt_db *db, mt_status st);
 mt_status mt_db__writable(mt_db *db);

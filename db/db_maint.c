@@ -642,6 +642,9 @@ mt_status mt_db_merge_by(mt_db *db, const char *src_path, mt_db_merge_rule rule,
         snprintf(where, sizeof where, "merge %s", src_path);
         st = mt_db__context(db, st, where);
     }
+    /* The merger's statements go before the commit: the switch to WAL that
+     * follows a handle's first commit (mt_db__end) waits for none. */
+    mt_db__merger_done(&m);
     st = mt_db__end(db, st);
 done:
     mt_db__merger_done(&m);

@@ -84,7 +84,8 @@ void mt_db_read_end(mt_db *db)
 /* Put a writable handle's file in WAL mode, once a handle, outside any
  * transaction (inside one the switch fails, and so does the BEGIN after
  * it). The switch rewrites the file's header: only for a file this handle
- * is about to write, never for one it may still refuse. */
+ * has written (after_commit) or is creating, never for one it may still
+ * refuse. */
 static mt_status use_wal(mt_db *db)
 {
     if (db->readonly || db->wal || !sqlite3_get_autocommit(db->h))
@@ -107,9 +108,25 @@ static mt_status begin_as_is(mt_db *db)
 mt_status mt_db__begin(mt_db *db)
 {
     mt_status st = mt_db__writable(db);
-    if (!st && db->tx_depth == 0)
-        st = use_wal(db);
     return st ? st : begin_as_is(db);
+}
+
+/* After a handle's first commit: WAL from here on (readers never block the
+ * writer, a killed writer leaves only uncommitted frames). The first write
+ * transaction ran in the file's own journal mode, so that one a writer
+ * abandons (an import whose 50th record is bad) leaves a rollback-journal
+ * file, as the shipped ones are, byte for byte as it was. The switch is
+ * best effort: its data is committed already, and where another
+ * connection holds the file past the busy timeout the next commit tries
+ * again. */
+static void wal_after_commit(mt_db *db)
+{
+    if (db->wal)
+        return;
+    char keep[sizeof db->err];
+    memcpy(keep, db->err, sizeof keep);
+    if (use_wal(db))
+        memcpy(db->err, keep, sizeof keep);
 }
 
 mt_status mt_db__end(mt_db *db, mt_status st)
@@ -120,6 +137,8 @@ mt_status mt_db__end(mt_db *db, mt_status st)
     db->tx_depth--;
     if (st == MT_OK) {
         mt_status cst = mt_db__exec(db, outer ? "COMMIT" : "RELEASE mt_nested");
+        if (cst == MT_OK && outer)
+            wal_after_commit(db);
         if (cst == MT_OK)
             return MT_OK;
         st = cst;
@@ -472,9 +491,10 @@ static mt_status open_connection(mt_db *db, int flags)
     /* WAL: readers never block the writer and a killed writer leaves only
      * uncommitted frames behind. Switching rewrites the file's header, so
      * a file that was there keeps its journal mode until this writer's
-     * first write transaction (mt_db__begin), which comes after the
-     * writer's own checks (merge, import, prune, tune and refresh refuse a
-     * damaged file), and a refused file keeps every byte. A file this open
+     * first commit (mt_db__end), which comes after the writer's own checks
+     * (merge, import, prune, tune and refresh refuse a damaged file) and
+     * after its first write transaction as a whole: a refused file, or one
+     * whose import stopped at a bad record, keeps every byte. A file this open
      * is creating is this writer's own: it goes to WAL before its schema,
      * so that any other connection that finds the schema finds WAL too, and
      * maps the WAL index at its first read, holding its shared lock until

@@ -1518,6 +1518,66 @@ static void test_refused_writers_keep_every_byte(void **state)
     free(bytes);
 }
 
+/* An import that stops at a bad record (after the good ones before it were
+ * written in its transaction) leaves a rollback-journal file byte for byte
+ * as it was: its first write transaction runs in the file's own journal
+ * mode, and only a commit puts the file in WAL mode. (Switched to WAL at
+ * the transaction's start, the refused file came back changed.) */
+static void test_failed_import_keeps_every_byte(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_failed_import");
+    char msg[1024], before[65], after[65], path[800], json[800], vllm[800];
+    const int64_t ms[] = {1, 2, 3};
+    const double ts[] = {5, 6, 7};
+    mt_strlcpy(path, path_in(dir, "dest.db"), sizeof path);
+    mt_strlcpy(json, path_in(dir, "bad.json"), sizeof json);
+    mt_strlcpy(vllm, path_in(dir, "E=8,N=14336,device_name=NVIDIA_H200.json"), sizeof vllm);
+    /* The source's export with its last entry's time made negative. */
+    const char *source = path_in(dir, "source.db");
+    fill(source, SKU_B, ms, ts, 3, 64);
+    mt_db *db = open_ok(source, MT_DB_READONLY);
+    CHECK_OK(db, mt_db_export_json(db, json, 0));
+    mt_db_close(db);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(mt_file_read(json, &text, &len, msg, sizeof msg), MT_OK);
+    char *last = NULL;
+    for (char *p = strstr(text, "\"time_us\":"); p; p = strstr(p + 1, "\"time_us\":"))
+        last = p;
+    assert_non_null(last);
+    last += strlen("\"time_us\":");
+    mt_buf bad = {0};   /* "...:7" -> "...:-7": a negative time */
+    mt_buf_printf(&bad, "%.*s-%s", (int)(last - text), text, last);
+    assert_int_equal(mt_file_write_atomic(json, bad.data, bad.len, msg, sizeof msg), MT_OK);
+    mt_buf_free(&bad);
+    free(text);
+    const char *bad_vllm = "{\"1\": {\"BLOCK_SIZE_M\": 16, \"BLOCK_SIZE_N\": 32, \"BLOCK_SIZE_K\": 64, "
+                           "\"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 3}, "
+                           "\"2\": {\"BLOCK_SIZE_M\": -5, \"BLOCK_SIZE_N\": 32, \"BLOCK_SIZE_K\": 64, "
+                           "\"GROUP_SIZE_M\": 1, \"num_warps\": 4, \"num_stages\": 3}}";
+    assert_int_equal(mt_file_write_atomic(vllm, bad_vllm, strlen(bad_vllm), msg, sizeof msg), MT_OK);
+    for (int which = 0; which < 2; which++) {
+        fill(path, SKU_A, ms, ts, 3, 16);
+        mt_fix_sql(path, "PRAGMA journal_mode = DELETE");
+        file_hash(path, before);
+        db = open_ok(path, 0);
+        mt_db_merge_stats st;
+        int n = 0;
+        mt_status got = which ? mt_db_import_vllm(db, vllm, &n) : mt_db_import_json(db, json, &st);
+        if (got != MT_ERR_INVALID_ARG || !strstr(mt_db_errmsg(db), which ? "BLOCK_SIZE_M" : "time_us"))
+            fail_msg("import %d: status %d, message '%s'", which, got, mt_db_errmsg(db));
+        mt_db_close(db);
+        file_hash(path, after);
+        assert_string_equal(before, after);
+        assert_int_equal(journal_byte(path), 1);
+        char side[820];
+        snprintf(side, sizeof side, "%s-wal", path);
+        assert_int_not_equal(access(side, F_OK), 0);
+        assert_int_equal(remove(path), 0);
+    }
+}
+
 static void test_prune(void **state)
 {
     (void)state;
@@ -1787,6 +1847,7 @@ int main(void)
         cmocka_unit_test(test_shipped_name),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_refused_writers_keep_every_byte),
+        cmocka_unit_test(test_failed_import_keeps_every_byte),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_crash_safety),
         cmocka_unit_test(test_concurrent_writers),

@@ -12,8 +12,9 @@
  * versioned by PRAGMA user_version; older versions are migrated when opened
  * for writing. WAL mode and a busy timeout let several tuner processes write
  * one file; every write call is its own transaction. A file goes to WAL mode
- * at its writer's first write (a new file when it is created), so that one
- * a writer refuses keeps every byte, its journal mode too. docs/DATABASE.md
+ * after its writer's first commit (a new file when it is created), so that
+ * one a writer refuses, or a write that fails, keeps every byte, its journal
+ * mode too. docs/DATABASE.md
  * describes the schema and the JSON layouts.
  *
  * Every call returns an mt_status; on failure the message (which names the
