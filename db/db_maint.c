@@ -322,6 +322,13 @@ fail:
     "(?1 IS NOT NULL OR ?2 IS NOT NULL) AND (?1 IS NULL OR " alias ".sku = ?1) AND "         \
     "(?2 IS NULL OR p.template_hash <> ?2)"
 
+/* A row of `table` (sku, key_id, M) that goes with a prune: every row of
+ * the SKU in a SKU-only prune, else those of an entry that goes. */
+#define OF_PRUNED(table)                                                                   \
+    "(?2 IS NULL AND " table ".sku = ?1) OR EXISTS (SELECT 1 FROM entry e WHERE e.id IN "    \
+    "(SELECT id FROM temp.prune_victim) AND e.sku = " table ".sku AND e.key_id = " table     \
+    ".key_id AND e.M = " table ".M)"
+
 /* The template hash a prune keeps: one stored in a provenance row, named
  * whole or by a prefix of at least 6 characters that fits only it (`db
  * show` prints 12). Anything else is refused rather than taken as a hash
@@ -424,17 +431,16 @@ mt_status mt_db_prune(mt_db *db, const char *sku, const char *keep_template_hash
         st = exec_count(db, "INSERT INTO temp.prune_victim SELECT e.id FROM entry e JOIN "
                             "provenance p ON p.id = e.provenance_id WHERE " PRUNE_MATCH("e"),
                         sku, h, NULL);
+    /* History rows and candidates: a SKU prune takes all of the SKU's, a
+     * template prune those of the (SKU, key, M) whose entry goes. (History
+     * rows were matched by their own template hash, so a template prune
+     * took the older rows of every entry it kept.) */
     if (!st)
-        st = exec_count(db, "DELETE FROM entry_history WHERE id IN (SELECT e.id FROM "
-                            "entry_history e JOIN provenance p ON p.id = e.provenance_id WHERE "
-                            PRUNE_MATCH("e") ")", sku, h, &ps->history);
-    /* Candidates have no provenance: a SKU prune takes all of the SKU's,
-     * a template prune those of the (SKU, key, M) whose entry goes. */
+        st = exec_count(db, "DELETE FROM entry_history WHERE " OF_PRUNED("entry_history"), sku, h,
+                        &ps->history);
     if (!st)
-        st = exec_count(db, "DELETE FROM candidate WHERE (?2 IS NULL AND sku = ?1) OR EXISTS "
-                            "(SELECT 1 FROM entry e WHERE e.id IN (SELECT id FROM temp.prune_victim) "
-                            "AND e.sku = candidate.sku AND e.key_id = candidate.key_id AND "
-                            "e.M = candidate.M)", sku, h, &ps->candidates);
+        st = exec_count(db, "DELETE FROM candidate WHERE " OF_PRUNED("candidate"), sku, h,
+                        &ps->candidates);
     if (!st)
         st = exec_count(db, "DELETE FROM entry WHERE id IN (SELECT id FROM temp.prune_victim)",
                         NULL, NULL, &ps->entries);

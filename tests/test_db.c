@@ -1622,9 +1622,22 @@ static void test_prune(void **state)
     assert_int_equal(raw_int(path, "SELECT count(*) FROM kernel"), 4);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM candidate"), 0);
     CHECK_OK(db, mt_db_verify(db, NULL, NULL, NULL));
-    /* Keeping tmplA removes nothing; keeping another hash removes the rest. */
+    /* Keeping tmplA removes nothing, not even an older history row of an
+     * entry it keeps (made by another template); keeping another hash
+     * removes the rest. */
+    const int64_t old_prov = make_prov(db, SKU_A, "9.0", "oldtemplates");
+    char sql[512];
+    snprintf(sql, sizeof sql, "INSERT INTO entry_history (sku, key_id, M, pipeline, time_us, "
+             "default_time_us, cublas_time_us, rel_err, provenance_id, recorded) SELECT sku, "
+             "key_id, M, pipeline, time_us + 1, default_time_us, cublas_time_us, rel_err, %lld, "
+             "recorded - 1 FROM entry WHERE sku = '%s' AND M = 1", (long long)old_prov, SKU_A);
+    mt_fix_sql(path, sql);
+    const int64_t history = raw_int(path, "SELECT count(*) FROM entry_history");
+    assert_true(history >= 1);
     CHECK_OK(db, mt_db_prune(db, NULL, "tmplA", 0, &ps));
     assert_int_equal(ps.entries, 0);
+    assert_int_equal(ps.history, 0);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM entry_history"), history);
     /* A hash that names no stored one (a typo, a cut one too short) is
      * refused rather than deleting every entry; so is a prefix that fits
      * two. A unique prefix of 6 or more names its hash. */
@@ -1657,7 +1670,7 @@ static void test_prune(void **state)
     db = open_ok(path, 0);
     CHECK_OK(db, mt_db_prune(db, NULL, fresh, 0, &ps));
     assert_int_equal(ps.entries, 2);
-    assert_int_equal(ps.provenance, 3);   /* tmplA's and the two unused ones */
+    assert_int_equal(ps.provenance, 4);   /* tmplA's, the older history row's and the two unused ones */
     assert_int_equal(count_entries(db, 0), 0);
     assert_int_equal(raw_int(path, "SELECT count(*) FROM kernel"), 0);
     mt_db_close(db);
