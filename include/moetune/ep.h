@@ -111,8 +111,12 @@ void mt_ep_config_init(mt_ep_config *cfg);
  * MT_ERR_SHAPE). p is validated as a problem of its own first (topk <= E,
  * M within MT_MAX_TOKENS...).
  * MT_OK, MT_ERR_INCOMPATIBLE (format or quant, the message names both
- * objects, as mt_compose_check), MT_ERR_INVALID_ARG (world, rank, E), or
- * the problem's validation status. msg: host buffer or NULL.
+ * objects, as mt_compose_check), MT_ERR_INVALID_ARG (a NULL argument, a bad
+ * format, a negative capacity, or world and rank outside 1 <= world <= min(E,
+ * MT_EP_MAX_RANKS), 0 <= rank < world), MT_ERR_SHAPE (M < 1; E above
+ * MT_MAX_EXPERTS - 1 = 1023, as one expert id is kept for padding rows;
+ * world * capacity past MT_MAX_TOKENS), or the problem's validation status.
+ * msg: host buffer or NULL.
  */
 mt_status mt_ep_check(const mt_ep_config *cfg, const mt_experts *ex, const mt_problem *p,
                       char *msg, size_t msg_size);

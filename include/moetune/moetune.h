@@ -257,7 +257,7 @@ typedef struct mt_lookup_info {
     int exact;                 /* tuned_m == bucket_m */
     char db_path[512];         /* database that served it ("" otherwise) */
     char sku[64];              /* SKU of the entry ("" otherwise) */
-    char pipeline[1024];       /* the pipeline text (db/DATABASE.md form) */
+    char pipeline[1024];       /* the pipeline text (docs/DATABASE.md form) */
     char provenance_diff[256]; /* fields that differ from this machine
                                   (template_hash, nvrtc_version, ...); "" */
 } mt_lookup_info;

@@ -14,9 +14,9 @@ import sys
 from . import _lib
 from .errors import MoetuneError
 
-USAGE = """usage: python -m moetune info
+USAGE = """usage: python -m moetune info              (the library loaded, the GPU, the CLI found)
        python -m moetune COMMAND [ARGS...]   (forwarded to the moetune CLI: db, gen, tune,
-                                             bench, info --gpu ...; `moetune --help`)"""
+                                             bench ...; `moetune --help`)"""
 
 CLI_ENV = "MOETUNE_CLI"
 

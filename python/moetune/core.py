@@ -376,7 +376,7 @@ class LookupInfo:
     exact: bool            # tuned_m == bucket_m
     db_path: str           # database that served it ("" otherwise)
     sku: str               # SKU of the entry ("" otherwise)
-    pipeline: str          # the pipeline text (db/DATABASE.md form)
+    pipeline: str          # the pipeline text (docs/DATABASE.md form)
     provenance_diff: str   # fields that differ from this machine ("" when none)
 
 
