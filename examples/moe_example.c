@@ -44,8 +44,13 @@ static void *upload_bf16(size_t n, float scale, unsigned seed)
         seed = seed * 1664525u + 1013904223u;
         h[i] = to_bf16(((float)(seed >> 8) / 16777216.0f - 0.5f) * scale);
     }
-    if (h && cudaMalloc(&d, n * sizeof *h) == cudaSuccess)
-        cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice);
+    cudaError_t e = h ? cudaMalloc(&d, n * sizeof *h) : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess && (e = cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice)) != cudaSuccess) {
+        cudaFree(d);
+        d = NULL;
+    }
+    if (e != cudaSuccess)
+        fprintf(stderr, "upload of %zu bf16 values: %s\n", n, cudaGetErrorString(e));
     free(h);
     return d;
 }
@@ -59,7 +64,8 @@ int main(int argc, char **argv)
     mt_modular_kernel *mk = NULL;
     void *hidden = NULL, *w1 = NULL, *w2 = NULL, *out = NULL, *ws = NULL;
     int32_t *ids = NULL;
-    float *weights = NULL;
+    float *weights = NULL, *h_w = NULL;
+    int32_t *h_ids = NULL;
     cudaStream_t stream = NULL;
 
     mt_context_config cfg;
@@ -85,9 +91,11 @@ int main(int argc, char **argv)
     const int64_t max_m = 256, E = 8, topk = 2, K = 1024, N = 512;
     mt_problem p;
     mt_problem_init(&p, max_m, E, topk, K, N);
-    if (mt_prepare_finalize_create(MT_PF_STANDARD, &pf) ||
-        mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex))
+    if ((st = mt_prepare_finalize_create(MT_PF_STANDARD, &pf)) ||
+        (st = mt_experts_create(MT_EXPERTS_MOETUNE, MT_FORMAT_STANDARD, &ex))) {
+        fprintf(stderr, "creating the stages: %s\n", mt_status_str(st));
         goto out;
+    }
     if (mt_modular_kernel_create(ctx, pf, ex, &p, &mk)) {
         fprintf(stderr, "mt_modular_kernel_create: %s\n", mt_modular_kernel_errmsg(mk));
         goto out;
@@ -98,9 +106,15 @@ int main(int argc, char **argv)
     hidden = upload_bf16((size_t)(M * K), 2.0f, 1);
     w1 = upload_bf16((size_t)(E * 2 * N * K), 0.1f, 2);
     w2 = upload_bf16((size_t)(E * K * N), 0.1f, 3);
-    int32_t *h_ids = malloc((size_t)(M * topk) * sizeof *h_ids);
-    float *h_w = malloc((size_t)(M * topk) * sizeof *h_w);
-    for (int64_t i = 0; h_ids && h_w && i < M * topk; i++) {
+    if (!hidden || !w1 || !w2)
+        goto out;   /* upload_bf16 said why */
+    h_ids = malloc((size_t)(M * topk) * sizeof *h_ids);
+    h_w = malloc((size_t)(M * topk) * sizeof *h_w);
+    if (!h_ids || !h_w) {
+        fprintf(stderr, "out of host memory\n");
+        goto out;
+    }
+    for (int64_t i = 0; i < M * topk; i++) {
         h_ids[i] = (int32_t)((i / topk * 3 + i % topk) % E);   /* distinct per token */
         h_w[i] = 0.5f;
     }
@@ -109,14 +123,10 @@ int main(int argc, char **argv)
     CUDA_OK(cudaMemcpy(ids, h_ids, (size_t)(M * topk) * sizeof *ids, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(weights, h_w, (size_t)(M * topk) * sizeof *weights,
                        cudaMemcpyHostToDevice));
-    free(h_ids);
-    free(h_w);
     CUDA_OK(cudaMalloc(&out, (size_t)(M * K) * 2));
     size_t ws_size = mt_modular_kernel_workspace_size(mk);
     CUDA_OK(cudaMalloc(&ws, ws_size));
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    if (!hidden || !w1 || !w2)
-        goto out;
 
     mt_moe_tensors t;
     memset(&t, 0, sizeof t);
@@ -137,7 +147,10 @@ int main(int argc, char **argv)
         goto out;
     }
     mt_lookup_info info;
-    mt_modular_kernel_lookup(mk, M, &info);
+    if (mt_modular_kernel_lookup(mk, M, &info)) {
+        fprintf(stderr, "mt_modular_kernel_lookup: %s\n", mt_modular_kernel_errmsg(mk));
+        goto out;
+    }
     uint16_t first[4];
     CUDA_OK(cudaMemcpy(first, out, sizeof first, cudaMemcpyDeviceToHost));
     printf("moetune %s on %s: M=%lld served by %s kernels (%s)\n", mt_version(),
@@ -156,6 +169,8 @@ out:
     cudaFree(weights);
     cudaFree(out);
     cudaFree(ws);
+    free(h_ids);
+    free(h_w);
     mt_modular_kernel_destroy(mk);   /* before its context */
     mt_experts_destroy(ex);
     mt_prepare_finalize_destroy(pf);

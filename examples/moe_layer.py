@@ -34,12 +34,23 @@ def quantize_fp8_block(w, torch):
     return q.contiguous(), s.contiguous()
 
 
+def positive_int(text):
+    """argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", choices=sorted(MODELS), default="qwen3-30b-a3b")
-    ap.add_argument("--tokens", type=int, default=256, help="M, tokens in the batch")
+    ap.add_argument("--tokens", type=positive_int, default=256, help="M, tokens in the batch")
     ap.add_argument("--quant", choices=["none", "fp8-block"], default="none")
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=positive_int, default=50)
     ap.add_argument("--log", action="store_true", help="print libmoetune's lookup log")
     a = ap.parse_args()
 
