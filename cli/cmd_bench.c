@@ -5,7 +5,6 @@
  */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <libgen.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +40,10 @@ static int out_open(out_file *o, const char *path)
      * writable; anything else (/dev/stdout, a pipe) is written in place. */
     struct stat sb;
     int exists = stat(path, &sb) == 0;
-    /* Refused now, not after the whole sweep has run. */
-    if (!*path || (exists && S_ISDIR(sb.st_mode))) {
-        fprintf(stderr, "moetune bench: cannot write '%s': %s\n", path,
-                *path ? "a folder, not a file" : "an empty path");
+    /* Refused now, not after the whole sweep has run (an empty path was
+     * refused with the options). */
+    if (exists && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "moetune bench: cannot write '%s': a folder, not a file\n", path);
         return 0;
     }
     o->atomic = !exists || S_ISREG(sb.st_mode);
@@ -94,18 +93,12 @@ static int out_close(out_file *o, int ok)
 static int parse_experts_hit(const char *text, const mt_problem *shape, const int64_t *Ms, int nM,
                              int *want)
 {
-    for (const char *p = text; *p; p += *p == ',') {
-        char *end = NULL;
-        errno = 0;
-        const long long m = strtoll(p, &end, 10);
-        long long n = errno ? -1 : -2;   /* -1: malformed */
-        if (n == -2 && end != p && *end == ':') {
-            const char *q = end + 1;
-            n = strtoll(q, &end, 10);
-            if (end == q || errno)
-                n = -1;
-        }
-        if (n < 0 || m < 1 || (*end && *end != ',')) {
+    for (const char *p = text;; p++) {
+        const char *end = p;
+        int64_t m = 0, n = 0;
+        /* Digits only, as every number of the command line (mt_arg_digits). */
+        if (!mt_arg_digits(p, &end, &m) || *end != ':' || !mt_arg_digits(end + 1, &end, &n) ||
+            (*end && *end != ',')) {
             fprintf(stderr, "moetune bench: --experts-hit wants M:N pairs, comma-separated: '%s'\n",
                     text);
             return 0;
@@ -114,20 +107,22 @@ static int parse_experts_hit(const char *text, const mt_problem *shape, const in
         while (i < nM && Ms[i] != m)
             i++;
         if (i == nM) {
-            fprintf(stderr, "moetune bench: --experts-hit: M=%lld is not one of the --M values\n", m);
+            fprintf(stderr, "moetune bench: --experts-hit: M=%lld is not one of the --M values\n",
+                    (long long)m);
             return 0;
         }
         /* m is one of the validated --M values: m * topk cannot overflow. */
         const long long most = shape->E < m * shape->topk ? shape->E : m * shape->topk;
         if (n < shape->topk || n > most) {
             fprintf(stderr, "moetune bench: --experts-hit: M=%lld can hit %lld to %lld experts, not "
-                    "%lld\n", m, (long long)shape->topk, most, n);
+                    "%lld\n", (long long)m, (long long)shape->topk, most, (long long)n);
             return 0;
         }
         want[i] = (int)n;
         p = end;
+        if (!*p)
+            return 1;
     }
-    return 1;
 }
 
 static void usage(FILE *f)
@@ -172,6 +167,7 @@ int mt_cmd_bench(int argc, char **argv)
     int64_t reps = 30, max_candidates = 0;
     int pipeline_only = 0;
     const char *hits = NULL;
+    mt_arg_seen seen = {.cmd = "bench"};   /* no option of bench repeats */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -191,6 +187,8 @@ int mt_cmd_bench(int argc, char **argv)
             return MT_EXIT_USAGE;
         }
         i++;
+        if (!mt_arg_value(&seen, a, v))
+            return MT_EXIT_USAGE;
         int taken = mt_shape_args_take(&sa, "bench", a, v), ok = 1;
         if (taken < 0)
             return MT_EXIT_USAGE;

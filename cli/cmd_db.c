@@ -4,13 +4,14 @@
  * (moetune/db.h); refresh and deterministic also the templates
  * (moetune/gen.h, tuner/refresh.h, tuner/deterministic.h).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/templates.h"
 #include "common/util.h"
@@ -26,11 +27,15 @@ static int fail_db(mt_db *db)
     return MT_EXIT_FAIL;
 }
 
+/* The message (fmt NULL: one already printed), then the usage line. */
 static int usage_error(const char *usage, const char *fmt, const char *arg)
 {
-    fprintf(stderr, "moetune db: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: %s\n", usage);
+    if (fmt) {
+        fprintf(stderr, "moetune db: ");
+        fprintf(stderr, fmt, arg);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: %s\n", usage);
     return MT_EXIT_USAGE;
 }
 
@@ -56,10 +61,16 @@ static mt_db *open_or_report(const char *path, int flags)
     return db;
 }
 
+/* The sources a merge or an import takes in one call, said in its help and
+ * messages. */
+#define DB_MAX_SOURCES 15
+#define DB_STR_(x) #x
+#define DB_STR(x) DB_STR_(x)
+
 /* Options: "--name VALUE" pairs and flags; positional args collected. */
 typedef struct opts {
-    const char *pos[16];
-    int npos;
+    const char *pos[DB_MAX_SOURCES + 1];
+    int npos;   /* all of them: those past pos[] are counted, for the message */
     const char *sku, *out, *vllm, *hash, *E_text;
     int64_t E;   /* --E as a number (run_sub): 0 when not given */
     int images, vllm_flag, dry_run, compile, history, newer, help;
@@ -70,6 +81,7 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
                       int vllm_value, opts *o)
 {
     memset(o, 0, sizeof *o);
+    mt_arg_seen seen = {.cmd = "db"};   /* no option of db repeats */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -77,9 +89,9 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
             return 0;
         }
         if (a[0] != '-' || !strcmp(a, "-")) {
-            if (o->npos >= (int)MT_ARRAY_LEN(o->pos))
-                return usage_error(usage, "too many arguments%s", "");
-            o->pos[o->npos++] = a;
+            if (o->npos < (int)MT_ARRAY_LEN(o->pos))
+                o->pos[o->npos] = a;
+            o->npos++;
             continue;
         }
         int ok = 0;
@@ -95,6 +107,8 @@ static int parse_opts(int argc, char **argv, const char *usage, const char *cons
         if (val) {
             if (i + 1 >= argc)
                 return usage_error(usage, "option '%s' needs a value", a);
+            if (!mt_arg_value(&seen, a, argv[i + 1]))
+                return usage_error(usage, NULL, NULL);
             *val = argv[++i];
         } else if (!strcmp(a, "--images"))
             o->images = 1;
@@ -243,6 +257,11 @@ static int cmd_show(const opts *o)
 
 static int cmd_export(const opts *o)
 {
+    if (o->images && o->vllm && !o->out) {   /* --images would silently do nothing */
+        fprintf(stderr, "moetune db: --images goes with the JSON export, which --vllm DIR "
+                        "replaces unless -o FILE is given too\n");
+        return MT_EXIT_USAGE;
+    }
     mt_db *db = open_or_report(o->pos[0], MT_DB_READONLY);
     if (!db)
         return MT_EXIT_FAIL;
@@ -271,12 +290,35 @@ static void print_merge_stats(const char *file, const mt_db_merge_stats *s)
            (long long)s->history, (long long)s->candidates, (long long)s->references);
 }
 
+/* A source that is DST itself (another name or a link of the same file)
+ * would be merged into itself: refused, DST closed (and removed when this
+ * command created it). Checked with DST open, so that a DST this command
+ * has just created counts too. 1 when refused. */
+static int refuse_source_is_dst(mt_db *db, const opts *o, int existed)
+{
+    struct stat dst, src;
+    if (stat(o->pos[0], &dst) != 0)
+        return 0;
+    for (int i = 1; i < o->npos; i++)
+        if (stat(o->pos[i], &src) == 0 && src.st_dev == dst.st_dev && src.st_ino == dst.st_ino) {
+            fprintf(stderr, "moetune db: %s is the destination %s itself; nothing was done\n",
+                    o->pos[i], o->pos[0]);
+            mt_db_close(db);
+            if (!existed)
+                mt_db_remove_if_empty(o->pos[0], NULL);
+            return 1;
+        }
+    return 0;
+}
+
 static int cmd_import(const opts *o)
 {
     const int existed = access(o->pos[0], F_OK) == 0;
     mt_db *db = open_or_report(o->pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
+    if (refuse_source_is_dst(db, o, existed))
+        return MT_EXIT_USAGE;
     for (int i = 1; i < o->npos; i++) {
         if (o->vllm_flag) {
             int n = 0;
@@ -302,6 +344,8 @@ static int cmd_merge(const opts *o)
     mt_db *db = open_or_report(o->pos[0], MT_DB_CREATE);
     if (!db)
         return MT_EXIT_FAIL;
+    if (refuse_source_is_dst(db, o, existed))
+        return MT_EXIT_USAGE;
     for (int i = 1; i < o->npos; i++) {
         mt_db_merge_stats s;
         if (mt_db_merge_by(db, o->pos[i], o->newer ? MT_DB_MERGE_NEWER : MT_DB_MERGE_FASTER, &s))
@@ -432,18 +476,21 @@ static const db_sub subs[] = {
      OPTS("-o", "--images", "--vllm"), 1, 1, 1, ONE_DB,
      "Write the database as moetune JSON to FILE (default: stdout); --images includes the "
      "kernel images as base64. --vllm DIR instead writes vLLM's per-device config files "
-     "(E=..,N=..,device_name=...json) from the gemm1 kernels of moetune-backend entries.",
+     "(E=..,N=..,device_name=...json) from the gemm1 kernels of moetune-backend entries; "
+     "with -o FILE as well, also the JSON (--images goes with the JSON only).",
      cmd_export},
     {"import", "moetune db import DB FILE... [--vllm]", OPTS("--vllm"), 0, 2, MANY,
-     "expected a database and at least one file",
-     "Import moetune JSON exports into DB (created if missing) with the merge rules: per key "
+     "expected a database and 1 to " DB_STR(DB_MAX_SOURCES) " files",
+     "Import moetune JSON exports (at most " DB_STR(DB_MAX_SOURCES) " files, none of them DB "
+     "itself) into DB (created if missing) with the merge rules: per key "
      "and M the faster entry wins, both are kept in the history. --vllm: the files are vLLM "
      "per-device configs, stored as reference records that `db show` prints beside the tuned "
      "kernels.",
      cmd_import},
     {"merge", "moetune db merge DST SRC... [--newer]", OPTS("--newer"), 0, 2, MANY,
-     "expected a destination and at least one source",
-     "Merge each SRC database into DST (created if missing), one transaction per SRC: per SKU, "
+     "expected a destination and 1 to " DB_STR(DB_MAX_SOURCES) " sources",
+     "Merge each SRC database (at most " DB_STR(DB_MAX_SOURCES) ", none of them DST itself) "
+     "into DST (created if missing), one transaction per SRC: per SKU, "
      "key and M the faster entry wins and both records stay in the history; kernels DST lacks "
      "are copied. --newer: the entry recorded later wins instead (in the same second the "
      "faster), for retunes of different points that ran apart from one file: each stores its "
@@ -508,13 +555,8 @@ static int run_sub(const db_sub *sub, int argc, char **argv)
     }
     if (o.npos < sub->min_pos || o.npos > sub->max_pos)
         return usage_error(sub->usage, "%s", sub->pos_error);
-    if (o.E_text) {
-        char *end;
-        errno = 0;
-        o.E = strtoll(o.E_text, &end, 10);
-        if (*end || !*o.E_text || o.E <= 0 || errno == ERANGE)
-            return usage_error(sub->usage, "bad --E '%s'", o.E_text);
-    }
+    if (o.E_text && !mt_arg_int(o.E_text, 1, INT64_MAX, &o.E))
+        return usage_error(sub->usage, "bad --E '%s'", o.E_text);
     return sub->run(&o);
 }
 

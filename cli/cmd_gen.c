@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -33,15 +34,17 @@ typedef struct gen_args {
     char arch_text[128];
 } gen_args;
 
-static const char usage_common[] =
+static const char usage_filters[] =
     "filters:\n"
     "  --family F        one template family (default: every family)\n"
     "  --arch A          sm_80, sm_86, sm_89, sm_90a (default) or compute_90 (PTX)%s\n"
     "  --dtype D, --quant Q, --format F, --op O\n"
     "                    shorthands for --param dtype=D etc.\n"
     "  --param NAME=VALUE  keep points with that value (repeat a name for any of several)\n"
-    "  --defaults        keep only the templates' default sets\n"
-    "other options:\n"
+    "  --defaults        keep only the templates' default sets\n";
+
+static const char usage_other[] =
+    "options:\n"
     "  --templates DIR   an extra template folder (repeatable; wins over the built-in one;\n"
     "                    env MT_TEMPLATE_PATH adds more, MT_TEMPLATE_DIR replaces the built-in)\n"
     "  -v, --verbose     notes on stderr (template overrides, corrupt cache entries)\n"
@@ -68,21 +71,26 @@ static void usage(FILE *f, const char *sub)
     else if (!strcmp(sub, "emit"))
         fprintf(f, "usage: moetune gen emit [NAME...] [filters] [-o DIR]\n\nWrites the "
                    "amalgamated source of the named variants (or of every variant the\nfilters "
-                   "select) to DIR/NAME.cu, or to stdout without -o.\n\n");
+                   "select) to DIR/NAME.cu, or to stdout without -o. Names and the\n"
+                   "filters other than --arch exclude each other.\n\n");
     else if (!strcmp(sub, "compile"))
         fprintf(f, "usage: moetune gen compile [NAME...] [filters] [--jobs N] [--cache DIR]\n"
                    "                           [--no-cache] [--progress|--quiet] [-o DIR]\n\n"
                    "Compiles with NVRTC (cubin for sm_XX, PTX for compute_XX) through the "
                    "compile cache\n(--cache, else MT_CACHE_DIR, $XDG_CACHE_HOME/moetune, "
                    "~/.cache/moetune), writes\nDIR/ARCH/NAME.cubin|.ptx with -o, prints a "
-                   "summary; exit 1 if any variant failed.\n  --jobs N   parallel NVRTC "
-                   "compilations (default: one per core)\n\n"
+                   "summary; exit 1 if any variant failed.\nNames and the filters other than "
+                   "--arch exclude each other, as do --cache and\n--no-cache, and --progress "
+                   "and --quiet.\n"
+                   "  --jobs N   parallel NVRTC compilations (default: one per core)\n\n"
                    "Compile the default kernel set:\n"
                    "  moetune gen compile --defaults --arch sm_90a,sm_80\n\n");
     else
         fprintf(f, "usage: moetune gen families [--templates DIR]\n\nLists the template "
                    "families, their versions' files and the folders searched.\n\n");
-    fprintf(f, usage_common, strcmp(sub, "emit") ? "; a comma list: sm_90a,sm_80" : "");
+    if (strcmp(sub, "families"))   /* families lists them all: no filter */
+        fprintf(f, usage_filters, strcmp(sub, "emit") ? "; a comma list: sm_90a,sm_80" : "");
+    fputs(usage_other, f);
 }
 
 static int add_param(gen_args *a, const char *name, const char *value)
@@ -137,11 +145,11 @@ static int parse_archs(gen_args *a, const char *text, int many)
     return 1;
 }
 
-static int parse_int(const char *s, int *out)
+/* --jobs N: at most 4096 parallel compilations. */
+static int parse_jobs(const char *s, int *out)
 {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || *end || x < 0 || x > 4096)
+    int64_t x;
+    if (!mt_arg_int(s, 0, 4096, &x))
         return 0;
     *out = (int)x;
     return 1;
@@ -154,7 +162,14 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
     a->archs[0] = "sm_90a";
     a->narchs = 1;
     a->progress = isatty(2);
-    int is_compile = !strcmp(sub, "compile"), is_emit = !strcmp(sub, "emit");
+    const int is_compile = !strcmp(sub, "compile"), is_emit = !strcmp(sub, "emit");
+    const int is_families = !strcmp(sub, "families");
+    char cmd[32];
+    snprintf(cmd, sizeof cmd, "gen %s", sub);
+    /* The filters on parameters add up; so do template folders. */
+    mt_arg_seen seen = {.cmd = cmd, .repeatable = (const char *const[]){
+        "--param", "--dtype", "--quant", "--format", "--op", "--templates", NULL}};
+    int said_progress = 0, said_quiet = 0;
     for (int i = 2; i < argc; i++) {
         const char *o = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -165,7 +180,7 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
         } else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
             a->verbose = 1;
             takes = 0;
-        } else if (!strcmp(o, "--defaults")) {
+        } else if (!is_families && !strcmp(o, "--defaults")) {
             a->defaults = 1;
             takes = 0;
         } else if (is_compile && !strcmp(o, "--no-cache")) {
@@ -173,6 +188,8 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
             takes = 0;
         } else if (is_compile && (!strcmp(o, "--progress") || !strcmp(o, "--quiet"))) {
             a->progress = !strcmp(o, "--progress");
+            said_progress |= a->progress;
+            said_quiet |= !a->progress;
             takes = 0;
         } else if (o[0] != '-') {
             if (!is_emit && !is_compile) {
@@ -197,6 +214,8 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
         int known = 0;
         for (size_t k = 0; k < MT_ARRAY_LEN(with_value); k++)
             known |= !strcmp(o, with_value[k]);
+        if (is_families)   /* it lists every family: filters do not apply */
+            known = !strcmp(o, "--templates");
         if (!known) {
             fprintf(stderr, "moetune gen %s: unknown option '%s' (see --help)\n", sub, o);
             return MT_EXIT_USAGE;
@@ -205,6 +224,8 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
             fprintf(stderr, "moetune gen %s: %s needs a value (see --help)\n", sub, o);
             return MT_EXIT_USAGE;
         }
+        if (!mt_arg_value(&seen, o, val))
+            return MT_EXIT_USAGE;
         int ok = 1;
         if (!strcmp(o, "--family"))
             a->family = val;
@@ -226,7 +247,7 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
         else if (is_compile && !strcmp(o, "--cache"))
             a->cache_dir = val;
         else if (is_compile && !strcmp(o, "--jobs"))
-            ok = parse_int(val, &a->jobs);
+            ok = parse_jobs(val, &a->jobs);
         else {
             fprintf(stderr, "moetune gen %s: unknown option '%s' (see --help)\n", sub, o);
             return MT_EXIT_USAGE;
@@ -237,11 +258,27 @@ static int parse(int argc, char **argv, const char *sub, gen_args *a)
         }
         i++;
     }
+    /* Named variants are found by name: filters would silently not apply. */
+    const int filters = a->family || a->filter.nparams || a->defaults;
+    if (mt_arg_exclusive(cmd, a->nnames > 0, "variant names", filters,
+                         "filters (--family, --param, --dtype, --quant, --format, --op, --defaults)") ||
+        mt_arg_exclusive(cmd, a->no_cache, "--no-cache", a->cache_dir != NULL, "--cache") ||
+        mt_arg_exclusive(cmd, said_progress, "--progress", said_quiet, "--quiet"))
+        return MT_EXIT_USAGE;
     return -1;
 }
 
 static mt_gen *open_gen(const gen_args *a)
 {
+    /* gen calls every --templates that is no folder missing; a file is
+     * named for what it is. */
+    for (int i = 0; i < a->ntemplates; i++) {
+        struct stat st;
+        if (stat(a->templates[i], &st) == 0 && !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "moetune gen: --templates %s is not a folder\n", a->templates[i]);
+            return NULL;
+        }
+    }
     mt_gen_config cfg = {.template_dirs = a->templates, .ntemplate_dirs = a->ntemplates,
                          .cache_dir = a->cache_dir, .jobs = a->jobs, .progress = a->progress,
                          .verbose = a->verbose, .no_cache = a->no_cache};

@@ -68,7 +68,7 @@ static void usage(FILE *f)
             "                        within 3 %% of the best, and the default, timed again\n"
             "                        three times each in turn; the entry is the fastest\n"
             "                        median (default 4; 0: no final round)\n"
-            "  --timeout S           per-candidate time limit in seconds (default 30)\n"
+            "  --timeout S           per-candidate time limit in whole seconds (default 30)\n"
             "  --reps N              timed repetitions per candidate (default 20)\n"
             "  --device N            GPU ordinal (default 0)\n"
             "  --devices all|0,1,..  one worker per GPU, the M values dealt between them\n"
@@ -116,6 +116,8 @@ int mt_cmd_tune(int argc, char **argv)
     o.isolate = 1;
     o.log = stderr;
     int64_t x;
+    /* --param is documented as repeatable; every other value is one. */
+    mt_arg_seen seen = {.cmd = "tune", .repeatable = (const char *const[]){"--param", NULL}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -147,6 +149,8 @@ int mt_cmd_tune(int argc, char **argv)
             return MT_EXIT_USAGE;
         }
         i++;
+        if (!mt_arg_value(&seen, a, v))
+            return MT_EXIT_USAGE;
         int taken = mt_shape_args_take(&sa, "tune", a, v), ok = 1;
         if (taken < 0)
             return MT_EXIT_USAGE;
@@ -191,6 +195,10 @@ int mt_cmd_tune(int argc, char **argv)
             }
         } else if (!strcmp(a, "--param")) {
             /* [gemm1:|gemm2:]NAME=VALUE, split in place (argv[i] is v) */
+            if (o.nonly == MT_TUNE_MAX_ONLY) {
+                fprintf(stderr, "moetune tune: at most %d --param\n", MT_TUNE_MAX_ONLY);
+                return MT_EXIT_USAGE;
+            }
             char *name = argv[i];
             int role = 0;
             if (!strncmp(name, "gemm1:", 6) || !strncmp(name, "gemm2:", 6)) {
@@ -198,7 +206,7 @@ int mt_cmd_tune(int argc, char **argv)
                 name += 6;
             }
             char *eq = strchr(name, '=');
-            ok = eq && eq != name && eq[1] && o.nonly < MT_TUNE_MAX_ONLY;
+            ok = eq && eq != name && eq[1];
             if (ok) {
                 *eq = '\0';
                 o.only[o.nonly].name = name;
@@ -217,6 +225,12 @@ int mt_cmd_tune(int argc, char **argv)
             return MT_EXIT_USAGE;
         }
     }
+    /* One worker per listed GPU leaves no place for a single --device; a
+     * retime keeps the stored pipelines that a retune searches anew. */
+    if (mt_arg_exclusive("tune", mt_arg_given(&seen, "--devices"), "--devices",
+                         mt_arg_given(&seen, "--device"), "--device") ||
+        mt_arg_exclusive("tune", o.retune, "--retune", o.retime, "--retime"))
+        return MT_EXIT_USAGE;
     if (!mt_shape_args_finish(&sa, "tune"))
         return MT_EXIT_USAGE;
     o.shape = sa.shape;

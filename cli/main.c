@@ -16,7 +16,8 @@ static const subcommand subcommands[] = {
     {"gen", mt_cmd_gen, "list, emit and compile kernel variants from the Lua templates"},
     {"tune", mt_cmd_tune, "find the fastest correct pipeline per problem and M (needs a GPU)"},
     {"bench", mt_cmd_bench, "time the fused-MoE pipeline over an M sweep against cuBLAS (needs a GPU)"},
-    {"db", mt_cmd_db, "show, export, import, merge, verify and prune tuned databases"},
+    {"db", mt_cmd_db, "show, export, import, merge, verify, prune, refresh and make "
+                      "deterministic tuned databases"},
     {"info", mt_cmd_info, "what this machine has: driver, GPUs, NVRTC"},
 };
 

@@ -169,6 +169,9 @@ done:
 
 mt_status mt_mkdirs(const char *path, char *msg, size_t msg_size)
 {
+    /* "" names no folder; taken as one, a caller's "%s/%s" wrote into "/". */
+    if (!path || !*path)
+        return mt_errf(msg, msg_size, MT_ERR_INVALID_ARG, "no folder given (an empty path)");
     size_t n = strlen(path);
     char *p = malloc(n + 1);
     if (!p)

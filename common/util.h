@@ -36,7 +36,7 @@ mt_status mt_file_read(const char *path, char **out, size_t *len, char *msg, siz
 /* Write a file atomically: a temporary name in the same folder, then rename. */
 mt_status mt_file_write_atomic(const char *path, const void *data, size_t len,
                                char *msg, size_t msg_size);
-/* mkdir -p. */
+/* mkdir -p. An empty (or NULL) path is MT_ERR_INVALID_ARG. */
 mt_status mt_mkdirs(const char *path, char *msg, size_t msg_size);
 
 /* SHA-256. */

@@ -1,5 +1,6 @@
 /*
- * Tests of the common layer: status names, variants, SHA-256, driver loading.
+ * Tests of the common layer: status names, variants, SHA-256, driver loading,
+ * mt_mkdirs of an empty path.
  */
 #include "tests/support.h"
 
@@ -100,6 +101,18 @@ static void test_gpu_arch_by_compute_capability(void **state)
     }
 }
 
+/* An empty path names no folder (it was once "made" with MT_OK, and the
+ * CLI's "DIR/NAME" with DIR "" wrote into "/"). */
+static void test_mkdirs_refuses_empty_path(void **state)
+{
+    (void)state;
+    char msg[128] = "";
+    assert_int_equal(mt_mkdirs("", msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(msg, "empty path"));
+    assert_int_equal(mt_mkdirs(NULL, msg, sizeof msg), MT_ERR_INVALID_ARG);
+    assert_int_equal(mt_mkdirs("", NULL, 0), MT_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -108,6 +121,7 @@ int main(void)
         cmocka_unit_test(test_variant_roundtrip),
         cmocka_unit_test(test_driver_absent_is_a_status),
         cmocka_unit_test(test_gpu_arch_by_compute_capability),
+        cmocka_unit_test(test_mkdirs_refuses_empty_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@ for args in "--json $dir" "--json ''" "--json $dir/a --svg $dir/a"; do
   eval "\"$cli\" bench --preset qwen3-30b-a3b --M 1 $args" >"$dir/log" 2>&1
   rc=$?
   [ $rc = 1 ] || [ $rc = 2 ] || { echo "bench $args: exit $rc"; cat "$dir/log"; exit 1; }
-  grep -qE "a folder, not a file|an empty path|name the same file" "$dir/log" ||
+  grep -qE "a folder, not a file|is given an empty value|name the same file" "$dir/log" ||
     { echo "bench $args: no message saying why"; cat "$dir/log"; exit 1; }
 done
 echo "bench without a GPU: exit 3, outputs kept; unwritable outputs refused first"
