@@ -44,12 +44,13 @@ if compute-sanitizer --help 2>/dev/null | grep -q -- --check-warpgroup-mma; then
   wgmma_check="--check-warpgroup-mma yes"
 fi
 limit_of() {   # racecheck is the slow one; these fit it with room
+  # MT_SANITIZE_TIMEOUT_<PROGRAM in capitals>, else the program's default.
+  local var="MT_SANITIZE_TIMEOUT_$(echo "$1" | tr '[:lower:]' '[:upper:]')" def=120
   case $1 in
-    gpu_moe) echo "${MT_SANITIZE_TIMEOUT_GPU_MOE:-200}" ;;
-    gpu_quant) echo "${MT_SANITIZE_TIMEOUT_GPU_QUANT:-180}" ;;
-    gpu_runtime) echo "${MT_SANITIZE_TIMEOUT_GPU_RUNTIME:-120}" ;;
-    *) echo 120 ;;
+    gpu_moe) def=200 ;;
+    gpu_quant) def=180 ;;
   esac
+  echo "${!var:-$def}"
 }
 t_start=$(date +%s)
 rc=0
