@@ -649,11 +649,11 @@ mt_status mt_db_merge_by(mt_db *db, const char *src_path, mt_db_merge_rule rule,
         st = mt_db__context(db, st, where);
     }
     /* The merger's statements go before the commit: the switch to WAL that
-     * follows a handle's first commit (mt_db__end) waits for none. */
+     * follows a handle's first commit (mt_db__end) waits for none. (A
+     * failed begin, below, left none prepared.) */
     mt_db__merger_done(&m);
     st = mt_db__end(db, st);
 done:
-    mt_db__merger_done(&m);
     mt_db_close(src);
     if (stats)
         *stats = st ? (mt_db_merge_stats){0} : m.stats;

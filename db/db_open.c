@@ -507,16 +507,12 @@ static mt_status open_connection(mt_db *db, int flags)
      * A damaged file is not migrated: the writer that opened it would
      * refuse it next, and a refused file keeps every byte (its version
      * too). */
-    if (!readonly && !fresh && uv < MT_DB_SCHEMA_VERSION) {
+    if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
         char refused[96];
         snprintf(refused, sizeof refused, "it was not migrated to schema version %d",
                  MT_DB_SCHEMA_VERSION);
-        if ((st = mt_db_refuse_damaged(db, refused)))
-            return st;
-    }
-    if (!readonly && uv < MT_DB_SCHEMA_VERSION) {
-        st = build_schema(db, MT_DB_SCHEMA_VERSION);
-        if (st)
+        st = fresh ? MT_OK : mt_db_refuse_damaged(db, refused);
+        if (st || (st = build_schema(db, MT_DB_SCHEMA_VERSION)))
             return st;
     }
     st = check_tables(db);
