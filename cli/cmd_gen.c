@@ -67,7 +67,9 @@ static void usage(FILE *f, const char *sub)
     if (!strcmp(sub, "list"))
         fprintf(f, "usage: moetune gen list [filters]\n\nPrints one valid variant per line "
                    "(name, threads per block, dynamic shared memory),\nthen the number of "
-                   "points enumerated, valid and pruned per reason.\n\n");
+                   "points enumerated, valid and pruned per reason. Without\n--family, a "
+                   "family with more than %d points after the filters is\nnot listed but "
+                   "named (with --family, it is refused: exit 1).\n\n", MT_GEN_MAX_WALK_POINTS);
     else if (!strcmp(sub, "emit"))
         fprintf(f, "usage: moetune gen emit [NAME...] [filters] [-o DIR]\n\nWrites the "
                    "amalgamated source of the named variants (or of every variant the\nfilters "
@@ -346,6 +348,9 @@ static int cmd_list(mt_gen *g, const gen_args *a)
         f.family = a->family;
         f.arch = a->archs[k];
         f.defaults_only = a->defaults;
+        /* Every family: one too large to walk is left out and named below,
+         * and the others are listed. */
+        f.skip_over_cap = 1;
         if (mt_gen_enumerate_each(g, &f, print_variant, NULL, &reports[k]) != MT_OK) {
             fprintf(stderr, "moetune gen: %s\n", mt_gen_errmsg(g));
             return MT_EXIT_FAIL;
@@ -357,6 +362,18 @@ static int cmd_list(mt_gen *g, const gen_args *a)
                r->valid, r->enumerated - r->valid);
         for (int i = 0; i < r->nreasons; i++)
             printf("#   %6d  %s\n", r->reasons[i].count, r->reasons[i].reason);
+        for (int i = 0; i < r->nunwalked && i < (int)MT_ARRAY_LEN(r->unwalked); i++) {
+            char note[512];
+            snprintf(note, sizeof note, "%s: family %s not listed: %.0f points after the filters, "
+                     "over the walk's %d; list it with --family %s and filters (--dtype, --quant, "
+                     "--format, --op, --param, --defaults)", a->archs[k], r->unwalked[i].family,
+                     r->unwalked[i].points, MT_GEN_MAX_WALK_POINTS, r->unwalked[i].family);
+            printf("# %s\n", note);
+            fprintf(stderr, "moetune gen list: %s\n", note);
+        }
+        if (r->nunwalked > (int)MT_ARRAY_LEN(r->unwalked))
+            printf("# %s: %d more families not listed\n", a->archs[k],
+                   r->nunwalked - (int)MT_ARRAY_LEN(r->unwalked));
     }
     return MT_EXIT_OK;
 }

@@ -23,10 +23,6 @@ static const gen_target targets[] = {
     {"compute_90", 90, MT_MAX_SMEM_PER_BLOCK, 65536, 1024, 2048, 233472, 1},
 };
 
-/* Beyond this many points a family needs filters: walking it would take
- * minutes of Lua calls. */
-#define MAX_POINTS 20000000.0
-
 /* From the target table, so that a new target needs no second list. */
 const char *mt_gen_arch_names(char *buf, size_t size)
 {
@@ -296,11 +292,23 @@ static mt_status walk_from(walk *w, int q)
     return MT_OK;
 }
 
+/* Family t over the walk's cap, left out of a walk of every family with
+ * skip_over_cap: named in the report. */
+static void note_unwalked(mt_prune_report *rep, const char *family, double points)
+{
+    if (rep->nunwalked < (int)MT_ARRAY_LEN(rep->unwalked)) {
+        mt_strlcpy(rep->unwalked[rep->nunwalked].family, family, sizeof rep->unwalked[0].family);
+        rep->unwalked[rep->nunwalked].points = points;
+    }
+    rep->nunwalked++;
+}
+
 /* Walk family t under the filters f for target tg into out, or with
- * check_only only refuse a walk of more than MAX_POINTS points (that of
- * the defaults where f asks for them) and walk nothing: the walk of every
- * family checks them all first, so that it refuses before handing out
- * any variant. */
+ * check_only only refuse a walk of more than MT_GEN_MAX_WALK_POINTS points
+ * (that of the defaults where f asks for them) and walk nothing: the walk
+ * of every family checks them all first, so that it refuses before handing
+ * out any variant. With skip_over_cap (every family) such a family is
+ * left out and noted instead. */
 static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
                              const gen_target *tg, int strict, int check_only, sink *out,
                              mt_prune_report *rep)
@@ -364,10 +372,15 @@ static mt_status enum_family(mt_gen *g, gen_template *t, const mt_gen_filter *f,
     const double points = f->defaults_only ? default_points(t, choices, nchoices) : total;
     /* A family that does not build for the target is counted, not walked
      * (so no cap on how many); the defaults are walked for their reasons. */
-    if ((builds || f->defaults_only) && points > MAX_POINTS) {
+    if ((builds || f->defaults_only) && points > MT_GEN_MAX_WALK_POINTS) {
+        if (!strict && f->skip_over_cap) {
+            if (!check_only)
+                note_unwalked(rep, t->family, points);
+            goto done;
+        }
         st = gen_set_err(g, MT_ERR_INVALID_ARG, "family %s has %.0f %spoints after the filters; "
-                         "add filters (at most %.0f)", t->family, points,
-                         f->defaults_only ? "default " : "", MAX_POINTS);
+                         "add filters (at most %d)", t->family, points,
+                         f->defaults_only ? "default " : "", MT_GEN_MAX_WALK_POINTS);
         goto done;
     }
     if (check_only)

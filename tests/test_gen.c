@@ -490,6 +490,21 @@ static void test_template_limits(void **state)
     assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, NULL), MT_ERR_INVALID_ARG);
     assert_non_null(strstr(mt_gen_errmsg(g), "family zzz has 281474976710656 points"));
     assert_int_equal(seen, 0);
+    /* A listing (skip_over_cap) leaves zzz out, names it, walks aaa;
+     * zzz named by the filter is still refused. */
+    mt_prune_report r;
+    f.skip_over_cap = 1;
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, &r), MT_OK);
+    assert_int_equal(seen, 64);
+    assert_int_equal(r.valid, 64);
+    assert_int_equal(r.nunwalked, 1);
+    assert_string_equal(r.unwalked[0].family, "zzz");
+    assert_true(r.unwalked[0].points == 281474976710656.0);
+    f.family = "zzz";
+    assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, &r), MT_ERR_INVALID_ARG);
+    assert_non_null(strstr(mt_gen_errmsg(g), "family zzz has 281474976710656 points"));
+    f.skip_over_cap = 0;
+    seen = 0;
     f.family = "aaa";
     assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, NULL), MT_OK);
     assert_int_equal(seen, 64);
@@ -501,7 +516,6 @@ static void test_template_limits(void **state)
     write_wide_template(dir, "zzz", 8, "archs = { 'sm_90a' },");
     g = open_ok(dir, NULL);
     f = (mt_gen_filter){.arch = "sm_80"};
-    mt_prune_report r;
     assert_int_equal(mt_gen_enumerate_each(g, &f, count_variant, &seen, &r), MT_OK);
     assert_int_equal(r.enumerated, INT_MAX);
     assert_int_equal(r.valid, 0);

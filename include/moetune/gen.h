@@ -73,6 +73,10 @@ int mt_gen_arch_known(const char *arch);
 const char *mt_gen_arch_names(char *buf, size_t size);
 
 #define MT_GEN_MAX_FILTERS 16
+/* A walk takes at most this many points a family after the filters (with
+ * defaults_only, default points): beyond it, walking would take minutes of
+ * Lua calls, and the family needs filters. */
+#define MT_GEN_MAX_WALK_POINTS 20000000
 typedef struct mt_gen_filter {
     const char *family;      /* NULL: every family (see mt_gen_enumerate) */
     const char *arch;        /* required: "sm_90a", ... */
@@ -82,6 +86,11 @@ typedef struct mt_gen_filter {
      * ask several families with one problem's values (w4a16 of a family
      * without weight-only modes: no variants). */
     int lenient_values;
+    /* With every family (family NULL): a family over MT_GEN_MAX_WALK_POINTS
+     * is left out and named in the report's `unwalked`, instead of refusing
+     * the whole walk. For a listing; a compile or a tune would lose the
+     * family's variants without a word, so they leave it 0. */
+    int skip_over_cap;
     int nparams;             /* name=value pairs; several on one name = any of them */
     struct {
         const char *name, *value;
@@ -98,6 +107,11 @@ typedef struct mt_prune_report {
         char reason[128];
         int count;
     } reasons[MT_PRUNE_MAX_REASONS];
+    int nunwalked;           /* families left out by skip_over_cap (the first 8 named) */
+    struct {
+        char family[64];
+        double points;       /* its points after the filters */
+    } unwalked[8];
 } mt_prune_report;
 
 /* Enumerate the valid variants of one family (or all, family NULL) for one
