@@ -118,6 +118,7 @@ int mt_cmd_tune(int argc, char **argv)
     int64_t x;
     /* --param is documented as repeatable; every other value is one. */
     mt_arg_seen seen = {.cmd = "tune", .repeatable = (const char *const[]){"--param", NULL}};
+    int no_gpu_for_all = 0;   /* --devices all found no GPU */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -176,11 +177,10 @@ int mt_cmd_tune(int argc, char **argv)
             ok = mt_arg_int(v, 0, 1023, &x), o.device = (int)x;
         else if (!strcmp(a, "--devices")) {
             ok = parse_devices(v, &o);
-            if (ok < 0) {
-                fprintf(stderr, "moetune tune: --devices all: no GPU found (tuning needs a GPU "
-                                "and the CUDA driver)\n");
-                return MT_EXIT_NO_GPU;
-            }
+            /* Said after every usage check: a bad command line is exit 2
+             * on any machine. */
+            no_gpu_for_all = ok < 0;
+            ok = ok != 0;
         }
         else if (!strcmp(a, "--shard")) {
             int64_t i0, n0;
@@ -233,6 +233,11 @@ int mt_cmd_tune(int argc, char **argv)
         return MT_EXIT_USAGE;
     if (!mt_shape_args_finish(&sa, "tune"))
         return MT_EXIT_USAGE;
+    if (no_gpu_for_all) {
+        fprintf(stderr, "moetune tune: --devices all: no GPU found (tuning needs a GPU "
+                        "and the CUDA driver)\n");
+        return MT_EXIT_NO_GPU;
+    }
     o.shape = sa.shape;
     o.label = sa.label;
     mt_tune_summary *s = calloc(1, sizeof *s);

@@ -39,6 +39,10 @@ for cmd in tune bench; do
 done
 expect 2 "--devices and --device exclude each other" tune --preset mixtral-8x7b --devices 0,1 \
     --device 3 --db "$dir/t.db"
+# "all" looks for GPUs; a bad command line is still exit 2 where none is
+# found (it once was exit 3, "no GPU found", before the conflict).
+expect 2 "--devices and --device exclude each other" tune --preset mixtral-8x7b --devices all \
+    --device 3 --db "$dir/t.db"
 expect 2 "--retune and --retime exclude each other" tune --preset mixtral-8x7b --retune --retime \
     --db "$dir/t.db"
 
