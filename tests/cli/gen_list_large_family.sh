@@ -10,7 +10,7 @@ trap 'rm -rf "$dir"' EXIT
 mkdir "$dir/t"
 # family NAME NPARAMS: 64^NPARAMS points.
 family() {
-  local params= i
+  local params='' i
   for i in $(seq "$2"); do params="$params { name = 'P$i', abbrev = 'p$i', values = v },"; done
   cat >"$dir/t/$1.lua" <<LUA
 local v = {} for i = 1, 64 do v[i] = i end
