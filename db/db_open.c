@@ -7,6 +7,7 @@
 #include "db/db_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,52 @@ void mt_db_read_end(mt_db *db)
         sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL);
 }
 
+/* Does path's sibling path + suffix ("-wal", "-journal") exist? */
+static int sibling_exists(const char *path, const char *suffix)
+{
+    char side[4200];
+    struct stat sb;
+    snprintf(side, sizeof side, "%s%s", path, suffix);
+    return stat(side, &sb) == 0;
+}
+
+/* May this process create files in path's folder? */
+static int folder_writable(const char *path)
+{
+    char dir[4200], real[PATH_MAX];
+    if (realpath(path, real))
+        path = real;
+    mt_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        mt_strlcpy(dir, ".", sizeof dir);
+    else
+        slash[slash == dir ? 1 : 0] = '\0';
+    return access(dir, W_OK) == 0;
+}
+
+/* Can SQLite keep its -wal and -shm files beside path: its folder
+ * writable, and each either absent or a regular file? Where it cannot, a
+ * switch to WAL would make the file unreadable and unwritable there. */
+static int wal_possible(const char *path)
+{
+    char real[PATH_MAX];
+    if (!folder_writable(path))
+        return 0;
+    /* beside the file a link names, where SQLite keeps them */
+    if (realpath(path, real))
+        path = real;
+    static const char *const side[] = {"-wal", "-shm"};
+    for (size_t i = 0; i < MT_ARRAY_LEN(side); i++) {
+        char p[4200];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", path, side[i]);
+        if (lstat(p, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return 0;
+    }
+    return 1;
+}
+
 /* Put a writable handle's file in WAL mode, once a handle, outside any
  * transaction (inside one the switch fails, and so does the BEGIN after
  * it). The switch rewrites the file's header: only for a file this handle
@@ -121,7 +168,7 @@ mt_status mt_db__begin(mt_db *db)
  * again. */
 static void wal_after_commit(mt_db *db)
 {
-    if (db->wal)
+    if (db->wal || !wal_possible(db->path))
         return;
     char keep[sizeof db->err];
     memcpy(keep, db->err, sizeof keep);
@@ -257,9 +304,45 @@ static mt_status pragma_int(mt_db *db, const char *sql, int64_t *out)
     return st;
 }
 
+/* "file:PATH?immutable=1" with PATH's bytes outside [A-Za-z0-9/._~-]
+ * percent-encoded; 0 where it does not fit. */
+static int immutable_uri(const char *path, char *out, size_t size)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = (size_t)snprintf(out, size, "file:");
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+        if (n + 4 >= size)
+            return 0;
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("/._~-", *c)) {
+            out[n++] = (char)*c;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[*c >> 4];
+            out[n++] = hex[*c & 15];
+        }
+    }
+    return snprintf(out + n, size - n, "?immutable=1") < (int)(size - n);
+}
+
+/* Roll back the -journal a dead writer left beside path, where this
+ * process may write the file and its folder (a live writer's journal is
+ * not rolled back: its lock holds the read below until it commits). */
+static void roll_back_left_journal(const char *path)
+{
+    sqlite3 *h = NULL;
+    if (access(path, W_OK) != 0 || !folder_writable(path))
+        return;
+    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(h, DB_BUSY_TIMEOUT_MS);
+        sqlite3_exec(h, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+    }
+    sqlite3_close_v2(h);
+}
+
 /* The header check gives a clear message for non-SQLite and truncated files
  * before SQLite reports a terse "file is not a database". */
-static mt_status check_header(mt_db *db, const char *path, int64_t size)
+static mt_status check_header(mt_db *db, const char *path, int64_t size, int *wal_mode)
 {
     unsigned char hdr[100];
     FILE *f = fopen(path, "rb");
@@ -276,13 +359,13 @@ static mt_status check_header(mt_db *db, const char *path, int64_t size)
     uint32_t pages = ((uint32_t)hdr[28] << 24) | ((uint32_t)hdr[29] << 16) |
                      ((uint32_t)hdr[30] << 8) | hdr[31];
     int size_valid = memcmp(hdr + 24, hdr + 92, 4) == 0;
+    *wal_mode = hdr[18] == 2 && hdr[19] == 2;   /* the file format's read and write versions */
     /* With a -wal file present another process may be checkpointing, and
-     * the file may briefly be shorter than its header says. */
-    char wal[4096];
-    snprintf(wal, sizeof wal, "%s-wal", path);
-    struct stat sb;
-    int has_wal = stat(wal, &sb) == 0;
-    if (size_valid && !has_wal && pages && (int64_t)page * pages > size)
+     * with a -journal file another may be committing (page 1 is written
+     * first) or may have died doing so (SQLite rolls that back): either
+     * way the file may be shorter than its header says. */
+    if (size_valid && !sibling_exists(path, "-wal") && !sibling_exists(path, "-journal") && pages &&
+        (int64_t)page * pages > size)
         return mt_db__fail(db, MT_ERR_DB, "truncated database: %lld bytes, its header says %lld",
                            (long long)size, (long long)page * pages);
     return MT_OK;
@@ -312,6 +395,8 @@ static mt_status set_version(mt_db *db, int version)
     return mt_db__exec(db, sql);
 }
 
+static mt_status check_tables(mt_db *db);
+
 /* Create (version 0 -> target) or migrate (older -> current) inside one
  * transaction; the version is read again under the write lock because
  * another process may have done it first. */
@@ -333,6 +418,11 @@ static mt_status build_schema(mt_db *db, int target)
         st = run_migrations(db, uv, target);
     if (!st && start < target)
         st = set_version(db, target);
+    /* A migration to this build's schema that leaves a table short of a
+     * column (a damaged older file) is refused before its commit: the file
+     * keeps every byte. (The tests build older versions: not checked.) */
+    if (!st && target == MT_DB_SCHEMA_VERSION)
+        st = check_tables(db);
     return mt_db__end(db, st);
 }
 
@@ -420,6 +510,7 @@ static mt_status open_connection(mt_db *db, int flags)
     const char *path = db->path;
     int readonly = (flags & MT_DB_READONLY) != 0;
     int create = !readonly && (flags & MT_DB_CREATE);
+    int wal_mode = 0;
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno != ENOENT)
@@ -432,13 +523,36 @@ static mt_status open_connection(mt_db *db, int flags)
     } else if (sb.st_size == 0 && !create) {
         return mt_db__fail(db, MT_ERR_DB, "empty file: not a moetune database");
     } else if (sb.st_size > 0) {
-        mt_status st = check_header(db, path, (int64_t)sb.st_size);
+        mt_status st = check_header(db, path, (int64_t)sb.st_size, &wal_mode);
         if (st)
             return st;
     }
+    /* A writer's journal goes beside the file: a folder it may not write
+     * would fail its first write, after the work it came to store. */
+    if (!readonly && !folder_writable(path))
+        return mt_db__fail(db, MT_ERR_IO, "cannot be written: its folder is not writable (SQLite "
+                           "keeps its journal beside the file): opened for writing");
+    /* A -journal a writer left when it died mid-transaction is rolled back
+     * by the first connection that may write the file; a read-only one
+     * cannot, and would fail every read. Where this process may write the
+     * file, a short read-write connection rolls it back first: the file
+     * then holds its last commit, as any writer would find it. */
+    if (readonly && sibling_exists(path, "-journal"))
+        roll_back_left_journal(path);
     int oflags = readonly ? SQLITE_OPEN_READONLY
                           : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(path, &db->h, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+    /* A WAL file read where no -wal or -shm can be made (a file installed
+     * into a read-only folder, checkpointed): SQLite would need them even
+     * to read. With no -wal beside it, no writer has frames pending, and
+     * none can add any in that folder: the file is read as it stands. */
+    char uri[3 * 4096 + 32];
+    const char *target = path;
+    if (readonly && wal_mode && !sibling_exists(path, "-wal") && !folder_writable(path) &&
+        immutable_uri(path, uri, sizeof uri)) {
+        target = uri;
+        oflags |= SQLITE_OPEN_URI;
+    }
+    if (sqlite3_open_v2(target, &db->h, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
         return mt_db__fail(db, MT_ERR_DB, "cannot open: %s",
                            db->h ? sqlite3_errmsg(db->h) : "out of memory");
     sqlite3_extended_result_codes(db->h, 1);

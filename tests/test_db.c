@@ -1445,6 +1445,78 @@ static mt_status run_refusing_writer(int which, const char *path, const char *di
     return st;
 }
 
+/* A writer that died inside a transaction of a rollback-journal file
+ * (here a child that spills its pages and _exits) leaves a hot -journal:
+ * a read-only open rolls it back where it may write the file (it failed
+ * every read, "attempt to write a readonly database") and sees the last
+ * commit. A switch to WAL where SQLite cannot keep a -shm beside the file
+ * (a folder there) is not made: the file was writable in its own mode and
+ * stays so (it went to WAL and every later write failed). A migration
+ * whose result lacks a column is refused before its commit: the file
+ * keeps every byte (it was migrated and switched to WAL, then refused). */
+static void test_left_journal_and_wal_place(void **state)
+{
+    (void)state;
+    const char *dir = mt_test_tmpdir("db_left_journal");
+    char path[800], side[820], msg[512], before[65], after[65];
+    const int64_t ms[] = {1, 2, 3};
+    const double ts[] = {5, 6, 7};
+    mt_strlcpy(path, path_in(dir, "hot.db"), sizeof path);
+    fill(path, SKU_A, ms, ts, 3, 16);
+    mt_fix_sql(path, "PRAGMA journal_mode = DELETE");
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sqlite3 *h = NULL;
+        if (sqlite3_open(path, &h) != SQLITE_OK ||
+            sqlite3_exec(h, "PRAGMA cache_size = 1; BEGIN IMMEDIATE; DELETE FROM entry; "
+                            "DELETE FROM kernel; CREATE TABLE filler (x); "
+                            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+                            "WHERE i < 4000) INSERT INTO filler SELECT randomblob(900) FROM n",
+                         NULL, NULL, NULL) != SQLITE_OK)
+            _exit(2);
+        _exit(0);   /* no commit, no rollback: dead mid-transaction */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    snprintf(side, sizeof side, "%s-journal", path);
+    assert_int_equal(access(side, F_OK), 0);
+    mt_db *db = open_ok(path, MT_DB_READONLY);
+    assert_int_equal(count_entries(db, 0), 3);
+    mt_db_close(db);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'filler'"), 0);
+
+    mt_strlcpy(path, path_in(dir, "noshm.db"), sizeof path);
+    fill(path, SKU_A, ms, ts, 3, 16);
+    mt_fix_sql(path, "PRAGMA journal_mode = DELETE");
+    snprintf(side, sizeof side, "%s-shm", path);
+    assert_int_equal(mkdir(side, 0755), 0);
+    db = open_ok(path, 0);
+    mt_db_key k = make_key(SKU_A, 128, 768);
+    int64_t prov = make_prov(db, SKU_A, "9.0", "tmplA");
+    for (int i = 0; i < 2; i++) {   /* the second write comes after the first commit */
+        mt_db_entry e = make_entry(&k, 100 + i, 1.0, NULL, NULL);
+        CHECK_OK(db, mt_db_put_entry(db, &e, prov, NULL));
+    }
+    mt_db_close(db);
+    assert_int_equal(journal_byte(path), 1);
+    db = open_ok(path, MT_DB_READONLY);
+    assert_int_equal(count_entries(db, 0), 5);
+    mt_db_close(db);
+
+    mt_strlcpy(path, path_in(dir, "v1-short.db"), sizeof path);
+    assert_int_equal(mt_db__create_at_version(path, 1, msg, sizeof msg), MT_OK);
+    mt_fix_sql(path, "PRAGMA journal_mode = DELETE; ALTER TABLE candidate DROP COLUMN reason");
+    file_hash(path, before);
+    assert_int_equal(mt_db_open(path, 0, &db), MT_ERR_DB);
+    assert_non_null(strstr(mt_db_errmsg(db), "table 'candidate' has no column 'reason'"));
+    mt_db_close(db);
+    file_hash(path, after);
+    assert_string_equal(before, after);
+    assert_int_equal(raw_int(path, "PRAGMA user_version"), 1);
+}
+
 /* A writer that refuses a damaged file leaves every byte of it, the
  * header's journal mode and change counter too, and makes no -wal, -shm
  * or -journal file beside it: the file stays in rollback-journal mode, as
@@ -1860,6 +1932,7 @@ int main(void)
         cmocka_unit_test(test_shipped_name),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_refused_writers_keep_every_byte),
+        cmocka_unit_test(test_left_journal_and_wal_place),
         cmocka_unit_test(test_failed_import_keeps_every_byte),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_crash_safety),
