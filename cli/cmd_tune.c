@@ -60,7 +60,8 @@ static void usage(FILE *f)
             "usage: moetune tune (--preset NAME | --E n --topk n --K n --N n) [options]\n\n"
             MT_SHAPE_ARGS_HELP
             "  --M LIST              token counts (default 1 2 4 8 16 24 32 48 64 96 128 256\n"
-            "                        512 1024 1536 2048 3072 4096)\n"
+            "                        512 1024 1536 2048 3072 4096); a list is comma-separated:\n"
+            "                        --M 1,8,64\n"
             "  --routing R           uniform (default), balanced or skewed\n"
             "  --db PATH             the database to write (default moetune.db)\n"
             "  --max-candidates N    GEMM1 tiles timed per M (default 12; GEMM2: half)\n"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run on the GPU machine, from the repository root, after gpu-prepare.sh
-# staged .gpu/ here: every GPU test binary, then the benchmarks given as
-# arguments ("bench ARGS..." runs `moetune bench ARGS`). Logs go to $OUT.
+# staged .gpu/ here: every GPU test binary, then the command given as
+# arguments, as it is (`.gpu/bin/moetune bench ARGS...`), its output in
+# $OUT/bench.log. Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu-env.sh
